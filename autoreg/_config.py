@@ -1,0 +1,63 @@
+"""Modes and class keywords: validated once, when a class is created.
+
+A class's mode comes from its keywords (``strict=``, ``warn=``), inherited from its autoreg bases;
+the ``AUTOREG_MODE`` environment variable, when set, overrides it for every autoreg class created
+afterwards (library authors run their CI with ``AUTOREG_MODE=strict``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+from ._errors import (
+    BAD_MODE,
+    KEYWORD_NOT_BOOL,
+    STRICT_AND_WARN,
+    ClassDefinitionError,
+    ConfigurationError,
+)
+
+__all__ = ["ENV_VAR", "Mode", "check_bool", "environment_mode", "keyword_mode"]
+
+ENV_VAR = "AUTOREG_MODE"
+
+
+class Mode(enum.Enum):
+    """What an autoreg class does with a tensor whose role its code does not state."""
+
+    REGISTER = "register"  # register or carry it (the default)
+    WARN = "warn"  # register or carry it, and warn once per class and name
+    STRICT = "strict"  # raise UnregisteredTensorError
+
+
+def environment_mode() -> Mode | None:
+    """The mode ``AUTOREG_MODE`` forces on every class, or None when it is unset or empty."""
+    value = os.environ.get(ENV_VAR, "")
+    if not value:
+        return None
+    try:
+        return Mode(value)
+    except ValueError:
+        valid = ", ".join(repr(mode.value) for mode in Mode)
+        raise ConfigurationError(BAD_MODE.format(value=value, valid=valid)) from None
+
+
+def check_bool(cls_name: str, keyword: str, value: object) -> bool | None:
+    """Return a class keyword's value after checking that it is True, False or absent (None)."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise ClassDefinitionError(KEYWORD_NOT_BOOL.format(cls=cls_name, keyword=keyword, value=value))
+
+
+def keyword_mode(cls_name: str, inherited: Mode, strict: bool | None, warn: bool | None) -> Mode:
+    """The mode a class statement asks for: its own keywords applied over the inherited mode."""
+    if strict and warn:
+        raise ClassDefinitionError(STRICT_AND_WARN.format(cls=cls_name))
+    if strict:
+        return Mode.STRICT
+    if warn:
+        return Mode.WARN
+    if (strict is False and inherited is Mode.STRICT) or (warn is False and inherited is Mode.WARN):
+        return Mode.REGISTER
+    return inherited

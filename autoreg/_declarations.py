@@ -1,0 +1,91 @@
+"""Annotations that declare a tensor's role, and how a class's annotations are read.
+
+``Persistent``, ``NonPersistent`` and ``Plain`` are ``Annotated[torch.Tensor, ...]``: type checkers
+read them as ``torch.Tensor``; autoreg reads the marker. A bare ``torch.Tensor`` (or
+``Optional[torch.Tensor]``) annotation declares a buffer whose persistence follows the class.
+
+Annotations are read lazily, the first time an instance needs them, so that forward references and
+``from __future__ import annotations`` resolve against the finished module. Only classes that use
+autoreg, and plain mixins, declare: the annotations of an ordinary ``nn.Module`` base (``nn.Linear``
+has ``weight: Tensor``) describe that class as it is, for TorchScript and type checkers, and are
+not read as declarations.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import sys
+import types
+from typing import Annotated, Any, ClassVar, TypeAlias, Union, get_args, get_origin
+
+import torch
+from torch import nn
+
+__all__ = ["Declaration", "NonPersistent", "Persistent", "Plain", "read_declarations"]
+
+
+class Declaration(enum.Enum):
+    """The role an annotation gives to an attribute."""
+
+    TENSOR = "buffer"  # persistence follows the class keyword
+    PERSISTENT = "persistent buffer"
+    NONPERSISTENT = "non-persistent buffer"
+    PLAIN = "plain attribute"
+
+
+Persistent: TypeAlias = Annotated[torch.Tensor, Declaration.PERSISTENT]
+"""A buffer that is saved in ``state_dict``."""
+
+NonPersistent: TypeAlias = Annotated[torch.Tensor, Declaration.NONPERSISTENT]
+"""A buffer that is left out of ``state_dict``."""
+
+Plain: TypeAlias = Annotated[torch.Tensor, Declaration.PLAIN]
+"""A tensor attribute that autoreg never registers or moves."""
+
+
+def read_declarations(cls: type, declares: Any) -> dict[str, Declaration]:
+    """Map each declared attribute of ``cls`` to its declaration.
+
+    ``declares(klass)`` tells whether the annotations of ``klass``, a class in ``cls.__mro__``,
+    count.
+    Subclasses override their bases, and re-annotating a name with a non-tensor type undeclares it.
+    """
+    found: dict[str, Declaration | None] = {}
+    for klass in reversed(cls.__mro__):
+        if not declares(klass):
+            continue
+        for name, annotation in inspect.get_annotations(klass).items():
+            found[name] = _classify(_resolve(annotation, klass))
+    return {name: declaration for name, declaration in found.items() if declaration is not None}
+
+
+def _resolve(annotation: Any, klass: type) -> Any:
+    """Evaluate a string annotation in its class's module; None when it cannot be resolved."""
+    if not isinstance(annotation, str):
+        return annotation
+    module = sys.modules.get(klass.__module__)
+    namespace = dict(vars(module)) if module is not None else {}
+    try:
+        return eval(annotation, namespace, dict(vars(klass)))  # noqa: S307 - the class's own source
+    except Exception:  # noqa: BLE001 - e.g. a name imported only under TYPE_CHECKING
+        return None
+
+
+def _classify(annotation: Any) -> Declaration | None:
+    origin = get_origin(annotation)
+    if origin is ClassVar:
+        return None
+    if origin is Annotated:
+        base, *metadata = get_args(annotation)
+        for marker in metadata:
+            if isinstance(marker, Declaration):
+                return marker
+        return _classify(base)
+    if origin is Union or origin is types.UnionType:
+        members = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return _classify(members[0]) if len(members) == 1 else None
+    is_tensor_type = isinstance(annotation, type) and issubclass(annotation, torch.Tensor)
+    if is_tensor_type and not issubclass(annotation, nn.Parameter):
+        return Declaration.TENSOR
+    return None

@@ -1,0 +1,122 @@
+"""The library's one exception family, its warning, and the long messages they carry.
+
+Every message names ``Class.attribute``, describes the offending value and shows the fix. The
+messages are module-level templates so that the whole voice of the library can be read in one place
+and asserted whole by the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = [
+    "AutoRegisterError",
+    "AutoRegisterWarning",
+    "ClassDefinitionError",
+    "ConfigurationError",
+    "UnregisteredTensorError",
+    "describe",
+]
+
+
+class AutoRegisterError(Exception):
+    """Base class of every error raised by autoreg."""
+
+
+class UnregisteredTensorError(AutoRegisterError, TypeError):
+    """A strict autoreg module was assigned a tensor that it would otherwise register or carry."""
+
+
+class ClassDefinitionError(AutoRegisterError, TypeError):
+    """An autoreg class is defined wrongly: bad bases or bad class keywords."""
+
+
+class ConfigurationError(AutoRegisterError, ValueError):
+    """The ``AUTOREG_MODE`` environment variable holds a value autoreg does not know."""
+
+
+class AutoRegisterWarning(UserWarning):
+    """autoreg made a decision about a tensor that the code does not state explicitly."""
+
+
+def describe(value: Any) -> str:
+    """``Tensor(shape=(4, 4), dtype=torch.float32, device='cpu')``; a non-tensor's type name."""
+    if isinstance(value, torch.Tensor):
+        grad = ", requires_grad=True" if value.requires_grad else ""
+        return (
+            f"{type(value).__name__}(shape={tuple(value.shape)}, dtype={value.dtype}, "
+            f"device='{value.device}'{grad})"
+        )
+    return f"'{torch.typename(value)}'"
+
+
+# --- Class definition (rule 12) -----------------------------------------------------------------
+
+MIXIN_AFTER_MODULE = """\
+class {cls} lists nn.Module before autoreg.AutoRegisterMixin in its bases, so \
+nn.Module.__setattr__ runs first and the mixin never sees an assignment.
+Put the mixin first:
+    class {cls}(autoreg.AutoRegisterMixin, {bases}): ..."""
+
+MIXIN_WITHOUT_MODULE = """\
+class {cls} uses autoreg.AutoRegisterMixin but is not an nn.Module subclass.
+Mix it into a module class, before it:
+    class {cls}(autoreg.AutoRegisterMixin, nn.Module): ...
+or subclass autoreg.Module, which is exactly that."""
+
+UNKNOWN_KEYWORD = """\
+class {cls} got the unknown class keyword(s) {names}.
+autoreg's class keywords are persistent=, strict= and warn=, each True or False:
+    class {cls}(autoreg.Module, persistent=True): ..."""
+
+KEYWORD_NOT_BOOL = """\
+class {cls}: the class keyword {keyword}= must be True or False, got {value!r}."""
+
+STRICT_AND_WARN = """\
+class {cls} sets both strict=True and warn=True; choose one.
+strict=True raises on every undeclared tensor; warn=True registers it and warns once."""
+
+BAD_MODE = """\
+AUTOREG_MODE={value!r} is not a mode autoreg knows.
+Valid values: {valid}. Leave it unset (or empty) to use each class's own keywords; \
+the default is 'register'."""
+
+# --- Assignments (rules 6, 7, 10 and 11) ---------------------------------------------------------
+
+_FIXES = """\
+Make it explicit, whichever fits:
+    {name}: torch.Tensor                  # class annotation: a buffer ({default})
+    {name}: autoreg.Persistent            # a buffer saved in state_dict
+    {name}: autoreg.NonPersistent         # a buffer left out of state_dict
+    self.{name} = nn.Buffer(value, persistent=False)   # or self.register_buffer("{name}", ...)
+    self.{name} = nn.Parameter(value)     # if it is a weight to train
+    {name}: autoreg.Plain                 # never registered or moved"""
+
+STRICT_UNDECLARED = (
+    """\
+cannot assign {value} to {cls}.{name}: {cls} is strict ({why}) and '{name}' is not declared.
+Without strict, autoreg would {action}.
+"""
+    + _FIXES
+)
+
+WARN_UNDECLARED = (
+    """\
+{cls}.{name} = {value} was {action_past}.
+"""
+    + _FIXES
+)
+
+GRAD_LEAF = """\
+{cls}.{name} = {value} is a leaf tensor that requires grad: it stays a plain attribute, as in \
+nn.Module, so .to() and the optimizer never see it.
+If it is a weight to train, wrap it: self.{name} = nn.Parameter(value); if it is not, detach it \
+or create it with requires_grad=False; to keep it as it is, annotate {name}: autoreg.Plain."""
+
+NO_BUFFER_SLOT = """\
+{value} assigned to {cls}.{name} cannot become a buffer: '{name}' {where}, so .to() will leave \
+it behind.
+Rename the attribute, or move the class-level value into __init__; to keep it as it is, annotate \
+{name}: autoreg.Plain."""
