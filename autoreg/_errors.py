@@ -120,3 +120,19 @@ NO_BUFFER_SLOT = """\
 it behind.
 Rename the attribute, or move the class-level value into __init__; to keep it as it is, annotate \
 {name}: autoreg.Plain."""
+
+STRICT_CONTAINER = """\
+cannot assign a {kind} holding {count} unregistered tensor(s) to {cls}.{name}: {cls} is strict \
+({why}).
+For example {example}. Without strict, autoreg would carry the {kind}: its tensors move with .to() \
+but are not in state_dict.
+Make it explicit, whichever fits:
+    self.{name} = autoreg.BufferList([...])   # or autoreg.BufferDict({{...}}): buffers that move
+    self.register_buffer("...", tensor)       # one buffer per tensor
+    {name}: autoreg.Plain                     # never moved"""
+
+WARN_CONTAINER = """\
+{cls}.{name} is a {kind} holding {count} unregistered tensor(s), e.g. {example}; autoreg carries \
+it: its tensors move with .to() but are not in state_dict.
+Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move and are saved), \
+or annotate {name}: autoreg.Plain to keep it where it is."""

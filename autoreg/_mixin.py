@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import torch
@@ -45,24 +45,29 @@ from ._errors import (
     MIXIN_AFTER_MODULE,
     MIXIN_WITHOUT_MODULE,
     NO_BUFFER_SLOT,
+    STRICT_CONTAINER,
     STRICT_UNDECLARED,
     UNKNOWN_KEYWORD,
+    WARN_CONTAINER,
     WARN_UNDECLARED,
     AutoRegisterWarning,
     ClassDefinitionError,
     UnregisteredTensorError,
     describe,
 )
+from ._walk import CONTAINERS, iter_tensors, map_tensors
 
 __all__ = ["AutoRegisterMixin", "Module"]
 
 # Keys autoreg keeps in an instance's __dict__.
-_OWNED: Final = "_autoreg_owned"  # {name: _BUFFER or _CARRIED}, created on first use
+_OWNED: Final = "_autoreg_owned"  # {name: role}, created on first use
 _CONSTRUCTING: Final = "_autoreg_constructing"  # __init__ nesting depth, only during construction
 _PENDING: Final = "_autoreg_pending"  # tensors assigned before nn.Module.__init__ ran
 
-_BUFFER: Final = "buffer"
-_CARRIED: Final = "carried"
+# Roles of the names autoreg owns.
+_BUFFER: Final = "buffer"  # registered by autoreg (rule 8 applies to it)
+_CARRIED: Final = "carried"  # a runtime tensor, converted by _apply
+_CONTAINER: Final = "container"  # a list, tuple or dict whose tensors _apply converts
 
 _TENSOR_OR_MODULE: Final = (torch.Tensor, nn.Module)
 _MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
@@ -174,13 +179,12 @@ class AutoRegisterMixin(_MixinBase):
             name in params or name in d["_buffers"] or name in d["_modules"]
         )
         if not isinstance(value, _TENSOR_OR_MODULE):
-            if role is not None and value is not None:
+            if isinstance(value, CONTAINERS) and not registered:
+                _assign_container(self, name, value, role)
+            elif role is not None and value is not None:
                 # Rule 8: a name autoreg registered or carried receives a non-tensor: the code
                 # meant a plain attribute, as it was before migrating.
-                del owned[name]  # type: ignore[union-attr]
-                if role == _BUFFER and name in d["_buffers"]:
-                    del d["_buffers"][name]
-                    d["_non_persistent_buffers_set"].discard(name)
+                _forget(self, name)
                 _next_setattr(self, name, value)
             elif not registered and type(self).__autoreg__.direct:
                 # Exactly what nn.Module.__setattr__ does with a value that is neither a tensor
@@ -215,15 +219,36 @@ class AutoRegisterMixin(_MixinBase):
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         """Convert parameters and buffers as nn.Module does, then the carried runtime tensors."""
-        result = super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
         owned = self.__dict__.get(_OWNED)
-        if owned:
-            d = self.__dict__
-            for name, role in owned.items():
-                if role == _CARRIED:
-                    tensor = d.get(name)
-                    if isinstance(tensor, torch.Tensor):
-                        d[name] = fn(tensor)
+        if not owned or all(role == _BUFFER for role in owned.values()):
+            return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+        # A carried tensor or a container may hold a parameter or a buffer of this module tree:
+        # it must end up holding the converted one, not a stale or a duplicated copy.
+        recurse = kwargs.get("recurse", args[0] if args else True)
+        registered = _registered_tensors(self.modules() if recurse else [self])
+        result = super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+        converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id -> (old, new)
+
+        def convert(tensor: torch.Tensor) -> torch.Tensor:
+            if id(tensor) not in converted:
+                entry = registered.get(id(tensor))
+                if entry is not None:
+                    _, registry, key = entry
+                    new = registry[key]
+                elif tensor.requires_grad:
+                    new = tensor  # rule 6: not autoreg's to move
+                else:
+                    new = fn(tensor)
+                converted[id(tensor)] = (tensor, new)
+            return converted[id(tensor)][1]
+
+        d = self.__dict__
+        for name, role in owned.items():
+            value = d.get(name)
+            if role == _CARRIED and isinstance(value, torch.Tensor):
+                d[name] = convert(value)
+            elif role == _CONTAINER and isinstance(value, CONTAINERS):
+                d[name] = map_tensors(value, convert)
         return result
 
 
@@ -296,6 +321,66 @@ def _assign_tensor(
     else:
         # Rules 2 and 4: a buffer, through register_buffer so that global hooks see it.
         _register(module, name, value, record.persistence(declaration))
+
+
+def _assign_container(
+    module: AutoRegisterMixin, name: str, value: object, role: str | None
+) -> None:
+    """Rule 3 for containers: a list, tuple or dict attribute is carried, the tensors in it move."""
+    record = type(module).__autoreg__
+    if role is not None:
+        _forget(module, name)
+    if record.declarations.get(name) is Declaration.PLAIN:
+        _next_setattr(module, name, value)
+        return
+    if record.mode is not Mode.REGISTER:
+        loose = _loose_tensors(module, value)
+        if loose:
+            path, tensor = loose[0]
+            fields = {
+                "cls": type(module).__name__,
+                "name": name,
+                "kind": type(value).__name__,
+                "count": len(loose),
+                "example": f"{name}{path} = {describe(tensor)}",
+            }
+            if record.mode is Mode.STRICT:
+                raise UnregisteredTensorError(
+                    STRICT_CONTAINER.format(why=record.why_strict(), **fields)
+                )
+            record.warn_once("container", name, WARN_CONTAINER.format(**fields))
+    _next_setattr(module, name, value)
+    _owned(module.__dict__)[name] = _CONTAINER
+
+
+def _loose_tensors(module: AutoRegisterMixin, value: object) -> list[tuple[str, torch.Tensor]]:
+    """The tensors in ``value`` that only autoreg would move: not registered, not requiring grad."""
+    found = [(path, t) for path, t in iter_tensors(value) if not t.requires_grad]
+    if found:
+        registered = _registered_tensors(module.modules())
+        found = [(path, t) for path, t in found if id(t) not in registered]
+    return found
+
+
+def _registered_tensors(
+    modules: Iterable[nn.Module],
+) -> dict[int, tuple[torch.Tensor, dict[str, Any], str]]:
+    """``id(tensor) -> (tensor, registry, key)`` for the parameters and buffers of ``modules``."""
+    found: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
+    for module in modules:
+        for registry in (module._parameters, module._buffers):
+            for key, tensor in registry.items():
+                if tensor is not None:
+                    found[id(tensor)] = (tensor, registry, key)
+    return found
+
+
+def _forget(module: AutoRegisterMixin, name: str) -> None:
+    """Drop autoreg's claim on ``name``; a buffer autoreg registered is unregistered."""
+    d = module.__dict__
+    if d[_OWNED].pop(name) == _BUFFER and name in d["_buffers"]:
+        del d["_buffers"][name]
+        d["_non_persistent_buffers_set"].discard(name)
 
 
 def _register(module: AutoRegisterMixin, name: str, value: torch.Tensor, persistent: bool) -> None:

@@ -1,0 +1,81 @@
+"""Tensors held in plain containers: list, tuple and dict attributes, nested to any depth.
+
+``.to()`` knows parameters and buffers only; a ``list`` of tensors assigned to a module stays where
+it was. autoreg carries such containers (``AutoRegisterMixin._apply``) and audits them
+(``find_unregistered``) with the two walkers here, which agree on what a container is: ``list``,
+``tuple`` and ``dict``, their subclasses included (``OrderedDict``, named tuples). Anything else,
+modules included, is a leaf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = ["CONTAINERS", "iter_tensors", "map_tensors"]
+
+CONTAINERS = (list, tuple, dict)
+
+_T = TypeVar("_T")
+
+
+def iter_tensors(value: object, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(path, tensor)`` for ``value`` itself or each tensor nested in it, each object once.
+
+    Paths extend ``path`` the way Python indexes: ``[2]`` for sequences, ``['key']`` for dicts.
+    """
+    seen: set[int] = set()
+
+    def walk(item: object, where: str) -> Iterator[tuple[str, torch.Tensor]]:
+        if id(item) in seen:
+            return
+        if isinstance(item, torch.Tensor):
+            seen.add(id(item))
+            yield where, item
+        elif isinstance(item, CONTAINERS):
+            seen.add(id(item))
+            entries = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in entries:
+                yield from walk(child, f"{where}[{key!r}]")
+
+    return walk(value, path)
+
+
+def map_tensors(value: _T, convert: Callable[[torch.Tensor], torch.Tensor]) -> _T:
+    """Replace each tensor nested in ``value`` by ``convert(tensor)``; return the new value.
+
+    Lists and dicts are updated in place, so that other references to them see the new tensors;
+    tuples, named tuples included, are rebuilt when an item changed. Each container is visited
+    once, so shared and cyclic structures are safe.
+    """
+    done: dict[int, Any] = {}
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, torch.Tensor):
+            return convert(item)
+        if not isinstance(item, CONTAINERS) or id(item) in done:
+            return done.get(id(item), item)
+        done[id(item)] = item
+        if isinstance(item, dict):
+            for key, child in item.items():
+                new = walk(child)
+                if new is not child:
+                    item[key] = new
+            return item
+        if isinstance(item, list):
+            for index, child in enumerate(item):
+                new = walk(child)
+                if new is not child:
+                    item[index] = new
+            return item
+        items = [walk(child) for child in item]
+        if all(new is old for new, old in zip(items, item, strict=True)):
+            return item
+        rebuilt = type(item)(*items) if hasattr(item, "_fields") else type(item)(items)
+        done[id(item)] = rebuilt
+        return rebuilt
+
+    result: _T = walk(value)
+    return result
