@@ -86,13 +86,13 @@ the default is 'register'."""
 # --- Assignments (rules 6, 7, 10 and 11) ---------------------------------------------------------
 
 _FIXES = """\
-Make it explicit, whichever fits:
-    {name}: torch.Tensor                  # class annotation: a buffer ({default})
-    {name}: autoreg.Persistent            # a buffer saved in state_dict
-    {name}: autoreg.NonPersistent         # a buffer left out of state_dict
-    self.{name} = nn.Buffer(value, persistent=False)   # or self.register_buffer("{name}", ...)
-    self.{name} = nn.Parameter(value)     # if it is a weight to train
-    {name}: autoreg.Plain                 # never registered or moved"""
+Make it explicit, whichever fits (annotations go in the class body):
+    {default:<29}{name}: torch.Tensor
+    a buffer in state_dict:      {name}: autoreg.Persistent
+    a buffer not in state_dict:  {name}: autoreg.NonPersistent
+    registered by hand:          self.{name} = nn.Buffer(value, persistent=False)
+    a weight to train:           self.{name} = nn.Parameter(value)
+    never registered or moved:   {name}: autoreg.Plain"""
 
 STRICT_UNDECLARED = (
     """\

@@ -200,7 +200,7 @@ class AutoRegisterMixin(_MixinBase):
             # name over from autoreg; a tensor assigned to a registered name keeps its role.
             if role is not None and explicit:
                 _delegate_taking_over(self, name, value, owned, role)  # type: ignore[arg-type]
-            elif name in d["_buffers"] and not explicit and type(self).__autoreg__.direct:
+            elif not explicit and name in d["_buffers"] and type(self).__autoreg__.direct:
                 # Exactly nn.Module's path for a tensor assigned to a buffer: keep persistence.
                 persistent = name not in d["_non_persistent_buffers_set"]
                 self.register_buffer(name, value, persistent)  # type: ignore[arg-type]
@@ -303,7 +303,7 @@ def _assign_tensor(
             "cls": cls,
             "name": name,
             "value": describe(value),
-            "default": "persistent" if record.persistent else "non-persistent",
+            "default": f"a buffer ({'persistent' if record.persistent else 'non-persistent'}):",
         }
         if record.mode is Mode.STRICT:
             message = STRICT_UNDECLARED.format(action=action, why=record.why_strict(), **fields)

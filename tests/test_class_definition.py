@@ -1,0 +1,143 @@
+"""Rule 12: wrong use fails when the class is created; AUTOREG_MODE is validated and applied."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+from autoreg._config import Mode
+
+
+def test_the_mixin_after_nn_module_is_refused() -> None:
+    with pytest.raises(autoreg.ClassDefinitionError) as caught:
+
+        class Wrong(nn.Linear, autoreg.AutoRegisterMixin):
+            pass
+
+    assert str(caught.value) == (
+        "class Wrong lists nn.Module before autoreg.AutoRegisterMixin in its bases, so "
+        "nn.Module.__setattr__ runs first and the mixin never sees an assignment.\n"
+        "Put the mixin first:\n"
+        "    class Wrong(autoreg.AutoRegisterMixin, torch.nn.modules.linear.Linear): ..."
+    )
+    assert isinstance(caught.value, TypeError)
+
+
+def test_the_mixin_without_nn_module_is_refused() -> None:
+    with pytest.raises(
+        autoreg.ClassDefinitionError, match=r"class Lonely uses .* not an nn\.Module"
+    ):
+
+        class Lonely(autoreg.AutoRegisterMixin):
+            pass
+
+
+def test_unknown_class_keywords_are_refused() -> None:
+    with pytest.raises(
+        autoreg.ClassDefinitionError,
+        match=r"class Typo got the unknown class keyword\(s\) strcit=\.\n"
+        r"autoreg's class keywords are persistent=, strict= and warn=",
+    ):
+
+        class Typo(autoreg.Module, strcit=True):  # type: ignore[call-arg]
+            pass
+
+
+def test_keywords_of_other_bases_still_reach_them() -> None:
+    class Tagged:
+        def __init_subclass__(cls, *, tag: str = "", **kwargs: object) -> None:
+            super().__init_subclass__(**kwargs)
+            cls.tag = tag  # type: ignore[attr-defined]
+
+    class Model(autoreg.AutoRegisterMixin, Tagged, nn.Module, tag="v2", persistent=True):
+        pass
+
+    assert Model.tag == "v2"  # type: ignore[attr-defined]
+    assert Model.__autoreg__.persistent
+
+
+def test_strict_and_warn_together_are_refused() -> None:
+    with pytest.raises(autoreg.ClassDefinitionError, match=r"sets both strict=True and warn=True"):
+
+        class Both(autoreg.Module, strict=True, warn=True):
+            pass
+
+
+@pytest.mark.parametrize("keyword", ["persistent", "strict", "warn"])
+def test_keywords_must_be_booleans(keyword: str) -> None:
+    with pytest.raises(
+        autoreg.ClassDefinitionError,
+        match=rf"class Bad: the class keyword {keyword}= must be True or False, got 'yes'",
+    ):
+        type("Bad", (autoreg.Module,), {}, **{keyword: "yes"})
+
+
+@pytest.mark.parametrize(
+    ("parent", "child", "expected"),
+    [
+        pytest.param({}, {}, Mode.REGISTER, id="default"),
+        pytest.param({"strict": True}, {}, Mode.STRICT, id="inherit-strict"),
+        pytest.param({"warn": True}, {}, Mode.WARN, id="inherit-warn"),
+        pytest.param({"strict": True}, {"strict": False}, Mode.REGISTER, id="strict-off"),
+        pytest.param({"warn": True}, {"warn": False}, Mode.REGISTER, id="warn-off"),
+        pytest.param({"strict": True}, {"warn": True}, Mode.WARN, id="strict-to-warn"),
+        pytest.param({"warn": True}, {"strict": False}, Mode.WARN, id="strict-off-keeps-warn"),
+    ],
+)
+def test_modes_are_inherited_and_overridable(
+    parent: dict[str, bool], child: dict[str, bool], expected: Mode
+) -> None:
+    Parent = type("Parent", (autoreg.Module,), {}, **parent)
+    Child = type("Child", (Parent,), {}, **child)
+    assert Child.__autoreg__.mode is expected
+
+
+@pytest.mark.parametrize(
+    ("environment", "keywords", "expected"),
+    [
+        pytest.param("strict", {}, Mode.STRICT, id="strict-over-default"),
+        pytest.param("register", {"strict": True}, Mode.REGISTER, id="register-over-strict"),
+        pytest.param("warn", {"strict": True}, Mode.WARN, id="warn-over-strict"),
+        pytest.param("", {"warn": True}, Mode.WARN, id="empty-is-unset"),
+    ],
+)
+def test_autoreg_mode_overrides_every_class(
+    monkeypatch: pytest.MonkeyPatch, environment: str, keywords: dict[str, bool], expected: Mode
+) -> None:
+    monkeypatch.setenv("AUTOREG_MODE", environment)
+    cls = type("Configured", (autoreg.Module,), {}, **keywords)
+    assert cls.__autoreg__.mode is expected
+
+
+def test_autoreg_mode_strict_names_the_variable_in_the_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUTOREG_MODE", "strict")
+
+    class Library(autoreg.Module):
+        pass
+
+    with pytest.raises(
+        autoreg.UnregisteredTensorError, match=r"Library is strict \(AUTOREG_MODE=strict\)"
+    ):
+        Library().x = torch.zeros(1)
+
+
+def test_a_bad_autoreg_mode_lists_the_valid_values_and_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUTOREG_MODE", "Strict!")
+    with pytest.raises(autoreg.ConfigurationError) as caught:
+
+        class Any(autoreg.Module):
+            pass
+
+    assert str(caught.value) == (
+        "AUTOREG_MODE='Strict!' is not a mode autoreg knows.\n"
+        "Valid values: 'register', 'warn', 'strict'. Leave it unset (or empty) to use each class's "
+        "own keywords; the default is 'register'."
+    )
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, autoreg.AutoRegisterError)

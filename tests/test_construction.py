@@ -1,0 +1,193 @@
+"""Rule 2: tensors assigned during construction become buffers, through register_buffer."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_buffer_registration_hook
+
+import autoreg
+
+
+def buffers(module: nn.Module) -> dict[str, torch.Tensor]:
+    return dict(module.named_buffers(recurse=False))
+
+
+def test_a_tensor_assigned_in_init_is_a_non_persistent_buffer() -> None:
+    class M(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mask = torch.ones(4, 4)
+
+    m = M()
+    assert buffers(m).keys() == {"mask"}
+    assert "mask" in m._non_persistent_buffers_set
+    assert "mask" not in vars(m)
+    assert m.state_dict() == {}
+
+
+def test_every_level_of_the_init_chain_counts() -> None:
+    class Base(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.from_base = torch.zeros(1)
+            self.build()
+
+        def build(self) -> None:
+            self.from_helper = torch.zeros(1)
+
+    class Child(Base):
+        def __init__(self) -> None:
+            super().__init__()
+            self.from_child = torch.zeros(1)
+
+    assert buffers(Child()).keys() == {"from_base", "from_helper", "from_child"}
+
+
+def test_a_tensor_assigned_before_super_init_is_registered_when_construction_ends() -> None:
+    class Early(autoreg.Module):
+        def __init__(self) -> None:
+            self.early = torch.arange(3)
+            super().__init__()
+            assert "early" in vars(self)  # still plain while construction runs
+
+    m = Early()
+    assert buffers(m).keys() == {"early"}
+    assert "early" not in vars(m)
+    assert m.to("meta").early.device.type == "meta"
+
+
+def test_an_early_tensor_overwritten_after_super_init_is_registered_once() -> None:
+    class Early(autoreg.Module):
+        def __init__(self) -> None:
+            self.x = torch.zeros(1)
+            super().__init__()
+            self.x = torch.ones(2)
+
+    m = Early()
+    assert torch.equal(m.x, torch.ones(2))
+    assert buffers(m).keys() == {"x"}
+
+
+def test_an_early_tensor_without_module_init_stays_plain_as_in_nn_module() -> None:
+    class NeverInit(autoreg.Module):
+        def __init__(self) -> None:  # forgets super().__init__()
+            self.early = torch.zeros(1)
+
+    m = NeverInit()
+    assert isinstance(vars(m)["early"], torch.Tensor)
+
+
+@pytest.mark.parametrize("placeholder", [None, 0, "lazy"], ids=["None", "int", "str"])
+def test_a_placeholder_then_a_tensor_becomes_a_buffer(placeholder: object) -> None:
+    class M(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = placeholder
+            self.table = torch.zeros(3)
+
+    m = M()
+    assert buffers(m).keys() == {"table"}
+    assert "table" not in vars(m)
+
+
+def test_global_buffer_registration_hooks_see_and_may_replace_the_tensor() -> None:
+    seen: list[tuple[str, str]] = []
+    replacement = torch.full((2,), 7.0)
+
+    def hook(module: nn.Module, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        seen.append((type(module).__name__, name))
+        return replacement
+
+    class Hooked(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.value = torch.zeros(2)
+
+    handle = register_module_buffer_registration_hook(hook)
+    try:
+        m = Hooked()
+    finally:
+        handle.remove()
+    assert seen == [("Hooked", "value")]
+    assert m.value is replacement
+
+
+def test_an_overridden_register_buffer_is_called() -> None:
+    calls: list[tuple[str, bool]] = []
+
+    class Recording(autoreg.Module):
+        def register_buffer(
+            self, name: str, tensor: torch.Tensor | None, persistent: bool = True
+        ) -> None:
+            calls.append((name, persistent))
+            super().register_buffer(name, tensor, persistent)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.zeros(1)
+            self.a = torch.ones(1)  # reassigning the buffer keeps its persistence
+
+    Recording()
+    assert calls == [("a", False), ("a", False)]
+
+
+def test_construction_of_a_child_is_over_when_the_child_returns() -> None:
+    class Child(autoreg.Module):
+        pass
+
+    class Parent(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.child = Child()
+            self.child.extra = torch.zeros(1)  # the child is built: runtime state of the child
+
+    parent = Parent()
+    assert buffers(parent.child) == {}
+    assert parent.child.to(torch.float64).extra.dtype == torch.float64
+
+
+def test_no_construction_marker_is_left_behind_even_when_init_raises() -> None:
+    class Failing(autoreg.Module):
+        def __init__(self, fail: bool) -> None:
+            super().__init__()
+            self.x = torch.zeros(1)
+            if fail:
+                raise ValueError("boom")
+
+    assert not [key for key in vars(Failing(fail=False)) if key.startswith("_autoreg_construct")]
+    failing = Failing.__new__(Failing)
+    with pytest.raises(ValueError, match="boom"):
+        failing.__init__(fail=True)
+    assert not [key for key in vars(failing) if key.startswith("_autoreg_construct")]
+    failing.later = torch.zeros(1)  # construction is over: carried, not registered
+    assert "later" not in failing._buffers
+
+
+def test_init_signatures_are_preserved() -> None:
+    class WithArgs(autoreg.Module):
+        def __init__(self, width: int, *, bias: bool = True) -> None:
+            super().__init__()
+            self.width = width
+
+    class MyLinear(autoreg.AutoRegisterMixin, nn.Linear):
+        pass
+
+    assert list(inspect.signature(WithArgs).parameters) == ["width", "bias"]
+    assert inspect.signature(WithArgs.__init__) == inspect.signature(WithArgs.__init__.__wrapped__)
+    assert inspect.signature(MyLinear) == inspect.signature(nn.Linear)
+    assert MyLinear.__init__.__wrapped__ is nn.Linear.__init__
+
+
+def test_mixed_into_a_class_without_its_own_init() -> None:
+    class Scaled(autoreg.AutoRegisterMixin, nn.Linear):
+        def __init__(self, n: int) -> None:
+            super().__init__(n, n)
+            self.scale = torch.full((n,), 2.0)
+
+    m = Scaled(3)
+    assert buffers(m).keys() == {"scale"}
+    assert m.state_dict().keys() == nn.Linear(3, 3).state_dict().keys()

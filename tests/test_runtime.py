@@ -1,0 +1,128 @@
+"""Rule 3: tensors first assigned after construction are carried, never module state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+
+
+class Recurrent(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(3, 3)
+        self.state = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            previous = torch.zeros_like(x) if self.state is None else self.state
+            self.state = torch.tanh(self.cell(x) + previous)
+        return self.state
+
+
+def stepped() -> Recurrent:
+    model = Recurrent()
+    model(torch.ones(2, 3))
+    return model
+
+
+def test_a_runtime_tensor_is_carried_not_registered() -> None:
+    model = stepped()
+    assert "state" in vars(model)  # a plain attribute: read at __dict__ speed
+    assert dict(model.named_buffers()) == {}
+    assert model.state_dict().keys() == {"cell.weight", "cell.bias"}
+
+
+MOVES: list[tuple[str, Callable[[nn.Module], nn.Module], torch.dtype, str]] = [
+    ("to_float64", lambda m: m.to(torch.float64), torch.float64, "cpu"),
+    ("double", lambda m: m.double(), torch.float64, "cpu"),
+    ("half", lambda m: m.half(), torch.float16, "cpu"),
+    ("bfloat16", lambda m: m.bfloat16(), torch.bfloat16, "cpu"),
+    ("to_meta", lambda m: m.to("meta"), torch.float32, "meta"),
+    ("to_empty_meta", lambda m: m.to_empty(device="meta"), torch.float32, "meta"),
+    ("cpu", lambda m: m.cpu(), torch.float32, "cpu"),
+]
+
+
+@pytest.mark.parametrize(
+    ("move", "dtype", "device"), [pytest.param(*m[1:], id=m[0]) for m in MOVES]
+)
+def test_carried_tensors_move_like_buffers(
+    move: Callable[[nn.Module], nn.Module], dtype: torch.dtype, device: str
+) -> None:
+    model = stepped()
+    model.ints = torch.arange(3)  # integer runtime state keeps its dtype, as a buffer would
+    model.register_buffer("twin", model.state.clone(), persistent=False)
+    move(model)
+    assert (model.state.dtype, model.state.device.type) == (dtype, device)
+    assert (model.state.dtype, model.state.device) == (model.twin.dtype, model.twin.device)
+    assert model.ints.dtype == torch.int64
+    assert model.ints.device.type == device
+
+
+def test_updating_in_every_forward_keeps_it_carried() -> None:
+    model = stepped()
+    for _ in range(3):
+        model(torch.ones(2, 3))
+    model.double()
+    assert model.state.dtype == torch.float64
+    assert model(torch.ones(2, 3, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_assigned_from_outside_after_construction() -> None:
+    model = nn.Sequential(Recurrent())
+    model[0].extra = torch.zeros(2)
+    model.half()
+    assert model[0].extra.dtype == torch.float16
+    assert dict(model.named_buffers()) == {}
+
+
+def test_a_fresh_model_loads_the_state_dict_of_a_used_one() -> None:
+    used = stepped()
+    fresh = Recurrent()
+    assert fresh.load_state_dict(used.state_dict(), strict=True).missing_keys == []
+    assert fresh.state is None
+
+
+def test_deleting_a_carried_tensor_forgets_it() -> None:
+    model = stepped()
+    del model.state
+    assert "state" not in vars(model)
+    model.double()  # nothing left to convert, nothing raised
+    assert not hasattr(model, "state")
+
+
+def test_the_same_tensor_carried_twice_is_converted_once() -> None:
+    model = stepped()
+    model.alias = model.state
+    model.double()
+    assert model.alias is model.state
+
+
+def test_a_carried_alias_of_a_buffer_follows_the_buffer() -> None:
+    class WithBuffer(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.zeros(3)
+
+    model = WithBuffer()
+    model.view_of_table = model.table  # runtime alias of a registered buffer
+    model.double()
+    assert model.view_of_table is model.table
+    assert model.table.dtype == torch.float64
+
+
+def test_nn_module_leaves_the_runtime_tensor_behind() -> None:
+    """The bug, on the nn.Module twin, so that the tests above are known to be able to fail."""
+
+    class PlainRecurrent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.state = torch.zeros(3)
+
+    model = PlainRecurrent().double()
+    assert model.state.dtype == torch.float32

@@ -1,0 +1,83 @@
+"""Rule 11: warn mode registers or carries as usual and warns once per (class, name)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import autoreg
+
+
+class Gradual(autoreg.Module, warn=True):
+    declared: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.declared = torch.zeros(1)
+
+    def build_mask(self) -> None:
+        self.mask = torch.ones(2)
+
+
+def test_a_construction_time_tensor_warns_at_the_assignment_line() -> None:
+    class Legacy(autoreg.Module, warn=True):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mask = torch.ones(2)  # the line the warning points at
+
+    with pytest.warns(autoreg.AutoRegisterWarning) as record:
+        module = Legacy()
+    assert len(record) == 1
+    warning = record[0]
+    assert warning.filename == __file__
+    with open(__file__) as source:
+        assert "the line the warning points at" in source.readlines()[warning.lineno - 1]
+    assert str(warning.message).startswith(
+        "Legacy.mask = Tensor(shape=(2,), dtype=torch.float32, device='cpu') was registered as a "
+        "non-persistent buffer because it was assigned during construction.\n"
+        "Make it explicit, whichever fits (annotations go in the class body):\n"
+        "    a buffer (non-persistent):   mask: torch.Tensor\n"
+    )
+    assert "mask" in module._buffers  # registered all the same
+
+
+def test_a_runtime_tensor_warns_that_it_is_carried() -> None:
+    module = Gradual()
+    with pytest.warns(autoreg.AutoRegisterWarning, match=r"Gradual\.state = .* was carried as"):
+        module.state = torch.zeros(1)
+    assert module.double().state.dtype == torch.float64
+
+
+def test_once_per_class_and_name() -> None:
+    class Once(autoreg.Module, warn=True):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mask = torch.ones(2)
+
+    with pytest.warns(autoreg.AutoRegisterWarning):
+        Once()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Once()  # the same (class, name): silent
+        module = Once()
+    with pytest.warns(autoreg.AutoRegisterWarning, match=r"Once\.other"):
+        module.other = torch.zeros(1)  # another name: warns
+
+
+def test_subclasses_warn_for_themselves() -> None:
+    class Sub(Gradual):
+        pass
+
+    for cls in (Gradual, Sub):
+        with pytest.warns(autoreg.AutoRegisterWarning, match=rf"{cls.__name__}\.mask"):
+            cls().build_mask()
+
+
+def test_declared_names_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module = Gradual()
+        module.declared = torch.ones(1)
+    assert "declared" in module._buffers
