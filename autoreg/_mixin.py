@@ -191,25 +191,35 @@ class AutoRegisterMixin(_MixinBase):
                 # nor a module, for a name that holds no parameter, buffer or submodule.
                 object.__setattr__(self, name, value)
             else:
-                super().__setattr__(name, value)
+                _reassign(self, name, value, role)
             return
 
         explicit = _is_explicit(value)
-        if explicit or registered:
-            # Rule 1: nn.Module's own path. An explicit Parameter, Buffer or module takes the
-            # name over from autoreg; a tensor assigned to a registered name keeps its role.
-            if role is not None and explicit:
-                _delegate_taking_over(self, name, value, owned, role)  # type: ignore[arg-type]
-            elif not explicit and name in d["_buffers"] and type(self).__autoreg__.direct:
-                # Exactly nn.Module's path for a tensor assigned to a buffer: keep persistence.
+        if explicit:
+            # Rule 1: an explicit Parameter, Buffer or module: nn.Module's own path, and the name
+            # is no longer autoreg's.
+            _explicitly(self, name, role, lambda: _next_setattr(self, name, value))
+        elif registered:
+            # Rule 1: a tensor assigned to a registered name keeps its role.
+            if name in d["_buffers"] and type(self).__autoreg__.direct:
+                # Exactly nn.Module's path for a tensor assigned to a buffer.
                 persistent = name not in d["_non_persistent_buffers_set"]
-                self.register_buffer(name, value, persistent)  # type: ignore[arg-type]
+                nn.Module.register_buffer(self, name, value, persistent)  # type: ignore[arg-type]
             else:
-                super().__setattr__(name, value)
+                _reassign(self, name, value, role)
         elif role == _CARRIED and not value.requires_grad:
             d[name] = value  # Rule 3, steady state: a runtime tensor updated in forward.
         else:
             _assign_tensor(self, name, value, role)  # type: ignore[arg-type]
+
+    def register_buffer(
+        self, name: str, tensor: torch.Tensor | None, persistent: bool = True
+    ) -> None:
+        """``nn.Module.register_buffer``; a name registered explicitly is no longer autoreg's."""
+        owned = self.__dict__.get(_OWNED)
+        role = owned.get(name) if owned else None
+        register = super().register_buffer
+        _explicitly(self, name, role, lambda: register(name, tensor, persistent))
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
@@ -397,21 +407,35 @@ def _register(module: AutoRegisterMixin, name: str, value: torch.Tensor, persist
     _owned(d)[name] = _BUFFER
 
 
-def _delegate_taking_over(
-    module: AutoRegisterMixin, name: str, value: Any, owned: dict[str, str], role: str
+def _explicitly(
+    module: AutoRegisterMixin, name: str, role: str | None, register: Callable[[], None]
 ) -> None:
-    """Let nn.Module register an explicit Parameter, Buffer or module under a name autoreg owns."""
+    """Run an explicit registration of ``name``, which takes the name over from autoreg."""
+    if role is None:
+        register()
+        return
     d = module.__dict__
-    del owned[name]
-    # nn.Module refuses to register an nn.Buffer over a plain attribute: a carried tensor is one.
+    del d[_OWNED][name]
+    # nn.Module refuses to register a buffer over a plain attribute, and a carried tensor is one.
     previous = d.pop(name, _MISSING) if role == _CARRIED else _MISSING
     try:
-        _next_setattr(module, name, value)
+        register()
     except BaseException:
-        owned[name] = role
+        d[_OWNED][name] = role
         if previous is not _MISSING:
             d[name] = previous
         raise
+
+
+def _reassign(module: AutoRegisterMixin, name: str, value: Any, role: str | None) -> None:
+    """nn.Module's path for a value assigned to a registered name: not an explicit registration.
+
+    nn.Module.__setattr__ calls ``register_buffer`` for a buffer, which would take the name over;
+    an assignment keeps the role autoreg gave the name.
+    """
+    _next_setattr(module, name, value)
+    if role is not None and name in module.__dict__["_buffers"]:
+        module.__dict__[_OWNED][name] = role
 
 
 def _is_explicit(value: object) -> bool:
@@ -483,7 +507,11 @@ def _takes_modules_paths(cls: type) -> bool:
     after = mro[mro.index(AutoRegisterMixin) + 1 :]
     return all(
         "__setattr__" not in vars(klass) for klass in after if klass not in (nn.Module, object)
-    ) and all("register_buffer" not in vars(klass) for klass in mro if klass is not nn.Module)
+    ) and all(
+        "register_buffer" not in vars(klass)
+        for klass in mro
+        if klass not in (nn.Module, AutoRegisterMixin)
+    )
 
 
 def _mark_construction(cls: type) -> None:

@@ -61,3 +61,28 @@ def test_a_tensor_after_the_plain_value_is_carried_again() -> None:
     model.auto = torch.zeros(2)  # after construction: runtime state now
     assert vars(model)["_autoreg_owned"]["auto"] == "carried"
     assert model.double().auto.dtype == torch.float64
+
+
+def test_register_buffer_makes_an_auto_buffer_explicit() -> None:
+    model = Model()
+    model.register_buffer("auto", torch.ones(2), persistent=False)
+    assert "auto" not in vars(model)["_autoreg_owned"]
+    with pytest.raises(TypeError, match=r"cannot assign 'int' as buffer 'auto'"):
+        model.auto = 3
+
+
+def test_register_buffer_takes_over_a_carried_name() -> None:
+    model = Model()
+    model.state = torch.zeros(1)
+    model.register_buffer("state", torch.ones(1))
+    assert model.state_dict().keys() == {"explicit", "state"}
+    assert "state" not in vars(model)
+
+
+def test_a_failed_register_buffer_leaves_the_carried_tensor_in_place() -> None:
+    model = Model()
+    model.state = torch.zeros(1)
+    with pytest.raises(TypeError, match=r"cannot assign 'int' object to buffer 'state'"):
+        model.register_buffer("state", 3)  # type: ignore[arg-type]
+    assert vars(model)["_autoreg_owned"]["state"] == "carried"
+    assert torch.equal(vars(model)["state"], torch.zeros(1))
