@@ -77,7 +77,16 @@ _MISSING: Final = object()
 class _ClassRecord:
     """What autoreg decided about one class, when the class was created."""
 
-    __slots__ = ("_declarations", "cls", "direct", "keyword_mode", "mode", "persistent", "warned")
+    __slots__ = (
+        "_declarations",
+        "apply_owner",
+        "cls",
+        "direct",
+        "keyword_mode",
+        "mode",
+        "persistent",
+        "warned",
+    )
 
     def __init__(self, cls: type, keyword_mode: Mode, persistent: bool) -> None:
         self.cls = cls
@@ -85,6 +94,7 @@ class _ClassRecord:
         self.mode = environment_mode() or keyword_mode  # AUTOREG_MODE overrides every class
         self.persistent = persistent
         self.direct = _takes_modules_paths(cls)
+        self.apply_owner: type[nn.Module] = _next_defining(cls, "_apply")
         self.warned: set[tuple[str, str]] = set()
         self._declarations: dict[str, Declaration] | None = None
 
@@ -227,16 +237,20 @@ class AutoRegisterMixin(_MixinBase):
         if owned:
             owned.pop(name, None)
 
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], *args: Any, **kwargs: Any) -> Any:
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then the carried runtime tensors."""
+        # The next _apply in the MRO (nn.Module's, or e.g. RNNBase's), looked up by name so that a
+        # patched nn.Module._apply is honoured; cheaper than super() on this path taken by every
+        # module on every .to(). ``recurse`` is passed on only when set, as nn.Module does, so
+        # that overrides written before it existed keep working.
+        next_apply = type(self).__autoreg__.apply_owner._apply
         owned = self.__dict__.get(_OWNED)
         if not owned or all(role == _BUFFER for role in owned.values()):
-            return super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+            return next_apply(self, fn) if recurse else next_apply(self, fn, recurse)  # type: ignore[no-untyped-call]
         # A carried tensor or a container may hold a parameter or a buffer of this module tree:
         # it must end up holding the converted one, not a stale or a duplicated copy.
-        recurse = kwargs.get("recurse", args[0] if args else True)
         registered = _registered_tensors(self.modules() if recurse else [self])
-        result = super()._apply(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+        result = next_apply(self, fn) if recurse else next_apply(self, fn, recurse)  # type: ignore[no-untyped-call]
         converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id -> (old, new)
 
         def convert(tensor: torch.Tensor) -> torch.Tensor:
@@ -514,6 +528,12 @@ def _takes_modules_paths(cls: type) -> bool:
     )
 
 
+def _next_defining(cls: type, name: str) -> Any:
+    """The first class after the mixin in ``cls.__mro__`` that defines ``name``."""
+    mro = cls.__mro__
+    return next(klass for klass in mro[mro.index(AutoRegisterMixin) + 1 :] if name in vars(klass))
+
+
 def _mark_construction(cls: type) -> None:
     """Wrap ``cls.__init__`` so that an instance knows when it is being constructed."""
     init = cls.__dict__.get("__init__")
@@ -526,6 +546,9 @@ def _mark_construction(cls: type) -> None:
 
     @functools.wraps(init)
     def __init__(self: AutoRegisterMixin, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        # Read the class's annotations now, outside any compiled region: a first read inside a
+        # torch.compile'd forward would make dynamo trace eval().
+        type(self).__autoreg__.declarations  # noqa: B018
         depth = self.__dict__.get(_CONSTRUCTING, 0)
         self.__dict__[_CONSTRUCTING] = depth + 1
         try:
