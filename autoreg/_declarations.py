@@ -61,15 +61,27 @@ def read_declarations(cls: type, declares: Any) -> dict[str, Declaration]:
 
 
 def _resolve(annotation: Any, klass: type) -> Any:
-    """Evaluate a string annotation in its class's module; None when it cannot be resolved."""
+    """Evaluate a string annotation where its class was written; None when it cannot be resolved."""
     if not isinstance(annotation, str):
         return annotation
-    module = sys.modules.get(klass.__module__)
-    namespace = dict(vars(module)) if module is not None else {}
     try:
-        return eval(annotation, namespace, dict(vars(klass)))  # noqa: S307 - the class's own source
+        return eval(annotation, dict(_globals_of(klass)), dict(vars(klass)))  # noqa: S307
     except Exception:  # noqa: BLE001 - e.g. a name imported only under TYPE_CHECKING
         return None
+
+
+def _globals_of(klass: type) -> dict[str, Any]:
+    """The global namespace the class body ran in: its module's, or, for a class created by
+    exec() in a namespace that is no module, the one its own methods carry."""
+    module = sys.modules.get(klass.__module__)
+    if module is not None:
+        return vars(module)
+    for attribute in vars(klass).values():
+        function = inspect.unwrap(getattr(attribute, "__func__", attribute))
+        namespace = getattr(function, "__globals__", None)
+        if isinstance(namespace, dict) and function.__module__ == klass.__module__:
+            return namespace
+    return {}
 
 
 def _classify(annotation: Any) -> Declaration | None:

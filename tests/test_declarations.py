@@ -160,3 +160,19 @@ def test_a_declared_buffer_registered_in_forward_moves_and_is_saved() -> None:
     module(torch.ones(2, 3))
     assert module.state_dict().keys() == {"total"}
     assert module.double().total.dtype == torch.float64
+
+
+def test_string_annotations_of_a_class_created_by_exec_resolve_in_its_namespace() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "import torch, autoreg\n"
+        "Alias = autoreg.Persistent\n"
+        "class Notebook(autoreg.Module):\n"
+        "    stats: Alias\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.stats = torch.zeros(1)\n"
+    )
+    namespace: dict[str, object] = {"__name__": "not_a_module"}
+    exec(source, namespace)
+    assert namespace["Notebook"]().state_dict().keys() == {"stats"}  # type: ignore[operator]
