@@ -16,6 +16,7 @@ __all__ = [
     "AutoRegisterWarning",
     "ClassDefinitionError",
     "ConfigurationError",
+    "ExportError",
     "UnregisteredTensorError",
     "describe",
 ]
@@ -27,6 +28,10 @@ class AutoRegisterError(Exception):
 
 class UnregisteredTensorError(AutoRegisterError, TypeError):
     """A strict autoreg module was assigned a tensor that it would otherwise register or carry."""
+
+
+class ExportError(AutoRegisterError, RuntimeError):
+    """Non-strict ``torch.export`` traced a forward that assigns a tensor to a new name."""
 
 
 class ClassDefinitionError(AutoRegisterError, TypeError):
@@ -134,5 +139,17 @@ Make it explicit, whichever fits:
 WARN_CONTAINER = """\
 {cls}.{name} is a {kind} holding {count} unregistered tensor(s), e.g. {example}; autoreg carries \
 it: its tensors move with .to() but are not in state_dict.
-Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move and are saved), \
-or annotate {name}: autoreg.Plain to keep it where it is."""
+Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move; with \
+persistent=True, saved in state_dict), or annotate {name}: autoreg.Plain to keep it where it \
+is."""
+
+# --- torch.export --------------------------------------------------------------------------------
+
+NEW_NAME_DURING_EXPORT = """\
+cannot {action} {cls}.{name} = {value} while non-strict torch.export traces forward: export \
+restores the attributes the module had before tracing, not new ones, so '{name}' would keep a \
+fake tensor and the module would compute with it afterwards.
+Create '{name}' before exporting, whichever fits:
+    self.{name} = torch.zeros(...)   # in __init__: a buffer; export records its updates
+    module(example_input)            # run it once: '{name}' then exists and export restores it
+or export with torch.export.export(..., strict=True), which leaves the module untouched."""

@@ -44,6 +44,7 @@ from ._errors import (
     GRAD_LEAF,
     MIXIN_AFTER_MODULE,
     MIXIN_WITHOUT_MODULE,
+    NEW_NAME_DURING_EXPORT,
     NO_BUFFER_SLOT,
     STRICT_CONTAINER,
     STRICT_UNDECLARED,
@@ -52,6 +53,7 @@ from ._errors import (
     WARN_UNDECLARED,
     AutoRegisterWarning,
     ClassDefinitionError,
+    ExportError,
     UnregisteredTensorError,
     describe,
 )
@@ -312,10 +314,12 @@ def _assign_tensor(
         return
 
     constructing = _CONSTRUCTING in d
-    register = declaration is not None or constructing
+    # A tensor sharing memory with a parameter is a view of a weight (the old spectral_norm
+    # writes `weight.data` in __init__), not a constant: carried, never a buffer.
+    register = declaration is not None or (constructing and not _aliases_a_parameter(module, value))
     if declaration is None and record.mode is not Mode.REGISTER:
         # Rules 10 and 11: strict raises, warn says what was done and how to say it explicitly.
-        kind = "non-persistent" if not record.persistent else "persistent"
+        kind = "persistent" if record.persistent else "non-persistent"
         if register:
             reason = "it was assigned during construction"
             action = f"register it as a {kind} buffer ({reason})"
@@ -327,12 +331,24 @@ def _assign_tensor(
             "cls": cls,
             "name": name,
             "value": describe(value),
-            "default": f"a buffer ({'persistent' if record.persistent else 'non-persistent'}):",
+            "default": f"a buffer ({kind}):",
         }
         if record.mode is Mode.STRICT:
             message = STRICT_UNDECLARED.format(action=action, why=record.why_strict(), **fields)
             raise UnregisteredTensorError(message)
         record.warn_once("undeclared", name, WARN_UNDECLARED.format(action_past=past, **fields))
+
+    if not constructing and (register or name not in d) and _exporting_non_strict():
+        # Non-strict torch.export runs forward on fake tensors, then restores the attributes the
+        # module had before: a new attribute or buffer would keep its fake tensor.
+        raise ExportError(
+            NEW_NAME_DURING_EXPORT.format(
+                action="register" if register else "carry",
+                cls=cls,
+                name=name,
+                value=describe(value),
+            )
+        )
 
     if not register:
         # Rule 3: runtime state, moved by _apply, never module state.
@@ -347,11 +363,34 @@ def _assign_tensor(
         _register(module, name, value, record.persistence(declaration))
 
 
+def _aliases_a_parameter(module: AutoRegisterMixin, value: torch.Tensor) -> bool:
+    """Whether ``value`` shares its storage with a parameter of ``module``'s tree."""
+    d = module.__dict__
+    if not d.get("_parameters") and not d.get("_modules"):
+        return False
+    try:
+        storage = value.untyped_storage()._cdata
+        return any(p.untyped_storage()._cdata == storage for p in module.parameters())
+    except (NotImplementedError, RuntimeError):  # a tensor subclass without storage
+        return False
+
+
 def _assign_container(
     module: AutoRegisterMixin, name: str, value: object, role: str | None
 ) -> None:
     """Rule 3 for containers: a list, tuple or dict attribute is carried, the tensors in it move."""
     record = type(module).__autoreg__
+    d = module.__dict__
+    if name not in d and _CONSTRUCTING not in d and _exporting_non_strict():
+        tensors = list(iter_tensors(value))
+        if tensors:  # as in _assign_tensor: the container would keep fake tensors
+            path, tensor = tensors[0]
+            held = f"{type(value).__name__} holding {name}{path} = {describe(tensor)}"
+            raise ExportError(
+                NEW_NAME_DURING_EXPORT.format(
+                    action="carry", cls=type(module).__name__, name=name, value=held
+                )
+            )
     if role is not None:
         _forget(module, name)
     if record.declarations.get(name) is Declaration.PLAIN:
@@ -375,6 +414,11 @@ def _assign_container(
             record.warn_once("container", name, WARN_CONTAINER.format(**fields))
     _next_setattr(module, name, value)
     _owned(module.__dict__)[name] = _CONTAINER
+
+
+def _exporting_non_strict() -> bool:
+    """Whether forward runs under non-strict ``torch.export`` (strict export traces with dynamo)."""
+    return torch.compiler.is_exporting() and not torch.compiler.is_dynamo_compiling()
 
 
 def _loose_tensors(module: AutoRegisterMixin, value: object) -> list[tuple[str, torch.Tensor]]:

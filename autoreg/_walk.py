@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
+from torch import nn
 
-__all__ = ["CONTAINERS", "iter_tensors", "map_tensors"]
+__all__ = ["CONTAINERS", "iter_modules", "iter_tensors", "map_tensors"]
 
 CONTAINERS = (list, tuple, dict)
 
 _T = TypeVar("_T")
+_Leaf = TypeVar("_Leaf")
 
 
 def iter_tensors(value: object, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -26,12 +28,24 @@ def iter_tensors(value: object, path: str = "") -> Iterator[tuple[str, torch.Ten
 
     Paths extend ``path`` the way Python indexes: ``[2]`` for sequences, ``['key']`` for dicts.
     """
+    return _iter_leaves(value, path, torch.Tensor)
+
+
+def iter_modules(value: object, path: str = "") -> Iterator[tuple[str, nn.Module]]:
+    """Yield ``(path, module)`` for ``value`` itself or each module nested in it, each once.
+
+    A module in a plain list is invisible to ``.to()``, ``state_dict()`` and ``parameters()``.
+    """
+    return _iter_leaves(value, path, nn.Module)
+
+
+def _iter_leaves(value: object, path: str, kind: type[_Leaf]) -> Iterator[tuple[str, _Leaf]]:
     seen: set[int] = set()
 
-    def walk(item: object, where: str) -> Iterator[tuple[str, torch.Tensor]]:
+    def walk(item: object, where: str) -> Iterator[tuple[str, _Leaf]]:
         if id(item) in seen:
             return
-        if isinstance(item, torch.Tensor):
+        if isinstance(item, kind):
             seen.add(id(item))
             yield where, item
         elif isinstance(item, CONTAINERS):
