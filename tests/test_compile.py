@@ -1,0 +1,328 @@
+"""torch.compile: autoreg modules compile like their hand-registered twins.
+
+Each autoreg module below has an ``nn.Module`` twin that registers the same buffers by hand and
+keeps runtime tensors as plain attributes; both share one ``forward`` function. The tests compile
+with ``fullgraph=True`` (a graph break raises) and count frames with a counting backend: autoreg
+must never compile more often than its twin.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.testing import CompileCounterWithBackend
+
+import autoreg
+
+# --- forwards shared by each autoreg module and its twin -------------------------------------
+
+
+def _read_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Reads a float buffer, an integer buffer and a carried runtime tensor."""
+    return self.lin(x).index_select(1, self.order) * self.scale + self.offset
+
+
+def _update_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Reassigns two buffers (a counter and a running mean) at every call."""
+    self.steps = self.steps + 1
+    self.running = 0.9 * self.running + 0.1 * x.mean(0)
+    return x - self.running
+
+
+def _cache_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Creates a runtime tensor on its first call, then updates it."""
+    if not hasattr(self, "cache"):
+        self.cache = torch.zeros_like(x)
+    self.cache = self.cache + x
+    return self.cache * 2
+
+
+# --- modules ---------------------------------------------------------------------------------
+
+
+class AutoRead(autoreg.Module):
+    forward = _read_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.scale = torch.linspace(0.5, 2.0, 4)
+        self.order = torch.tensor([3, 1, 2, 0])
+
+
+class TwinRead(nn.Module):
+    forward = _read_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.linspace(0.5, 2.0, 4), persistent=False)
+        self.register_buffer("order", torch.tensor([3, 1, 2, 0]), persistent=False)
+
+
+class AutoUpdate(autoreg.Module):
+    forward = _update_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = torch.zeros((), dtype=torch.long)
+        self.running = torch.zeros(4)
+
+
+class AutoUpdateWarn(autoreg.Module, warn=True):
+    forward = _update_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = torch.zeros((), dtype=torch.long)
+        self.running = torch.zeros(4)
+
+
+class AutoUpdateStrict(autoreg.Module, strict=True):
+    steps: torch.Tensor
+    running: autoreg.Persistent
+    forward = _update_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = torch.zeros((), dtype=torch.long)
+        self.running = torch.zeros(4)
+
+
+class TwinUpdate(nn.Module):
+    forward = _update_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long), persistent=False)
+        self.register_buffer("running", torch.zeros(4), persistent=False)
+
+
+class AutoCache(autoreg.Module):
+    forward = _cache_forward
+
+
+class TwinCache(nn.Module):
+    forward = _cache_forward
+
+
+class AutoCacheWarn(autoreg.Module, warn=True):
+    forward = _cache_forward
+
+
+class AutoCacheWarnCompiledFirst(autoreg.Module, warn=True):
+    forward = _cache_forward
+
+
+class AutoDeclaredCache(autoreg.Module):
+    cache: torch.Tensor  # declared: a buffer, although first assigned in forward
+    forward = _cache_forward
+
+
+class TwinDeclaredCache(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not hasattr(self, "cache"):
+            self.register_buffer("cache", torch.zeros_like(x), persistent=False)
+        self.cache = self.cache + x
+        return self.cache * 2
+
+
+# --- fixtures and helpers --------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    yield
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+
+
+def _seeded(cls: Callable[[], nn.Module]) -> nn.Module:
+    torch.manual_seed(0)
+    return cls()
+
+
+def _run_compiled(
+    module: nn.Module, inputs: list[torch.Tensor], backend: str
+) -> tuple[list[torch.Tensor], int]:
+    """Outputs of the compiled module on each input, and how many frames dynamo compiled."""
+    counter = CompileCounterWithBackend(backend)
+    compiled = torch.compile(module, backend=counter, fullgraph=True)
+    outputs = [compiled(x) for x in inputs]
+    return outputs, int(counter.frame_count)
+
+
+BACKENDS = pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+
+
+# --- reads -----------------------------------------------------------------------------------
+
+
+@BACKENDS
+def test_reads_of_buffers_and_carried_tensor_compile_in_one_graph(backend: str) -> None:
+    auto, twin = _seeded(AutoRead), _seeded(TwinRead)
+    auto.offset = torch.tensor([0.0, 1.0, 2.0, 3.0])  # after construction: carried
+    twin.offset = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    assert "offset" not in auto._buffers
+    inputs = [torch.randn(3, 4) for _ in range(3)]
+
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+
+    for a, t, x in zip(auto_out, twin_out, inputs, strict=True):
+        torch.testing.assert_close(a, t, rtol=0, atol=0)
+        torch.testing.assert_close(a, auto(x), rtol=0, atol=0)
+    assert auto_frames == twin_frames == 1
+
+
+def test_explain_counts_equal_the_twins() -> None:
+    auto, twin = _seeded(AutoRead), _seeded(TwinRead)
+    auto.offset = torch.ones(4)
+    twin.offset = torch.ones(4)
+    x = torch.randn(2, 4)
+
+    auto_explain = torch._dynamo.explain(auto)(x)
+    twin_explain = torch._dynamo.explain(twin)(x)
+
+    assert auto_explain.graph_break_count == twin_explain.graph_break_count == 0
+    assert auto_explain.graph_count == twin_explain.graph_count == 1
+    assert auto_explain.op_count == twin_explain.op_count
+
+
+def test_carried_tensor_moved_by_to_is_read_after_recompiling() -> None:
+    auto = _seeded(AutoRead)
+    auto.offset = torch.ones(4)
+    counter = CompileCounterWithBackend("eager")
+    compiled = torch.compile(auto, backend=counter, fullgraph=True)
+    compiled(torch.randn(2, 4))
+
+    auto.double()
+    out = compiled(torch.randn(2, 4, dtype=torch.float64))
+
+    assert auto.offset.dtype == torch.float64
+    assert out.dtype == torch.float64
+    assert counter.frame_count == 2  # the dtype guard recompiles once, as for any buffer
+
+
+# --- a forward that reassigns buffers --------------------------------------------------------
+
+
+def _quietly(cls: Callable[[], nn.Module]) -> nn.Module:
+    """Build a warn=True module; its construction-time warnings are the core tests' business."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)
+        return cls()
+
+
+@BACKENDS
+@pytest.mark.parametrize(
+    "auto_cls",
+    [AutoUpdate, AutoUpdateWarn, AutoUpdateStrict],
+    ids=["register", "warn", "strict-declared"],
+)
+def test_buffer_reassigned_in_forward_matches_the_twin(
+    auto_cls: Callable[[], nn.Module], backend: str
+) -> None:
+    auto, twin = _quietly(auto_cls), TwinUpdate()
+    inputs = [torch.full((2, 4), float(i)) for i in range(1, 5)]
+
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+
+    for a, t in zip(auto_out, twin_out, strict=True):
+        torch.testing.assert_close(a, t, rtol=0, atol=0)
+    assert auto_frames == twin_frames == 1
+    assert auto.steps.item() == 4
+    torch.testing.assert_close(auto.running, twin.running, rtol=0, atol=0)
+    assert set(auto._buffers) == {"steps", "running"}
+    assert auto._buffers["running"] is auto.running  # the buffer holds the new tensor
+
+
+# --- a forward that creates a runtime tensor on its first call -------------------------------
+
+
+@BACKENDS
+def test_runtime_tensor_created_in_compiled_forward_is_carried(backend: str) -> None:
+    auto, twin = AutoCache(), TwinCache()
+    inputs = [torch.full((2, 3), float(i)) for i in range(1, 6)]
+
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+
+    for a, t in zip(auto_out, twin_out, strict=True):
+        torch.testing.assert_close(a, t, rtol=0, atol=0)
+    # The first call compiles the creating branch, the second the steady state; no more.
+    assert auto_frames <= twin_frames == 2
+    assert type(auto.cache) is torch.Tensor  # a real tensor, not a tracing artefact
+    torch.testing.assert_close(auto.cache, torch.full((2, 3), 15.0))
+    assert auto.state_dict() == {}
+    auto.double()
+    assert auto.cache.dtype == torch.float64  # carried: moved by .to()
+
+
+@BACKENDS
+def test_declared_name_first_assigned_in_compiled_forward_becomes_a_buffer(
+    backend: str,
+) -> None:
+    auto, twin = AutoDeclaredCache(), TwinDeclaredCache()
+    inputs = [torch.full((2, 3), float(i)) for i in range(1, 6)]
+
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+
+    for a, t in zip(auto_out, twin_out, strict=True):
+        torch.testing.assert_close(a, t, rtol=0, atol=0)
+    assert auto_frames <= twin_frames
+    assert list(auto._buffers) == list(twin._buffers) == ["cache"]
+    torch.testing.assert_close(auto.cache, twin.cache, rtol=0, atol=0)
+    assert auto.state_dict().keys() == twin.state_dict().keys()
+
+
+def test_warn_mode_steady_state_does_not_break_the_graph() -> None:
+    """Warnings are emitted on first registration only: the steady state compiles whole."""
+    auto = AutoCacheWarn()
+    with pytest.warns(autoreg.AutoRegisterWarning, match=r"AutoCacheWarn\.cache = .* carried"):
+        auto(torch.ones(2, 3))  # eager: the first assignment warns
+
+    outputs, frames = _run_compiled(auto, [torch.ones(2, 3)] * 3, "eager")
+
+    assert frames == 1
+    assert not torch._dynamo.utils.counters["graph_break"]
+    torch.testing.assert_close(outputs[-1], torch.full((2, 3), 8.0))
+
+
+def test_warn_mode_first_assignment_inside_a_compiled_forward_is_a_graph_break() -> None:
+    """Caveat (README): the once-per-name warning cannot be traced; compile after a first eager
+    call, or leave fullgraph off (the break happens on the first call only)."""
+    auto = AutoCacheWarnCompiledFirst()
+
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=r"_warnings\.warn"):
+        torch.compile(auto, backend="eager", fullgraph=True)(torch.ones(2, 3))
+
+
+# --- one inductor run ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+# Inductor's CPU code generation calls a deprecated torch.jit API inside torch.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_inductor_matches_eager() -> None:
+    auto, reference = _seeded(AutoRead), _seeded(AutoRead)
+    auto.offset = torch.arange(4.0)
+    reference.offset = torch.arange(4.0)
+    x = torch.randn(3, 4)
+
+    compiled = torch.compile(auto, backend="inductor", fullgraph=True)
+
+    torch.testing.assert_close(compiled(x), reference(x))
+    updating = torch.compile(AutoUpdate(), backend="inductor", fullgraph=True)
+    for i in range(1, 4):
+        updating(torch.full((2, 4), float(i)))
+    assert updating.steps.item() == 3
+    torch.testing.assert_close(updating.running, torch.full((4,), 0.1 * 0.81 + 0.2 * 0.9 + 0.3))

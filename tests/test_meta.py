@@ -1,0 +1,259 @@
+"""The meta device: build without memory, ``to_empty`` materialises, ``reset_buffers`` recomputes.
+
+``to_empty`` gives every parameter, buffer and carried tensor memory but no values; a checkpoint
+restores parameters and persistent buffers; the derived, non-persistent buffers are recomputed by
+``autoreg.reset_buffers(model)``, which calls each module's ``reset_buffers()`` on its device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+
+try:
+    from autoreg import reset_buffers
+except ImportError:  # until autoreg/__init__.py re-exports it
+    from autoreg._meta import reset_buffers
+
+
+class Rotary(autoreg.Module):
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.dim = dim
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.inv_freq = 1.0 / 10_000 ** (torch.arange(0, self.dim, 2) / self.dim)
+        self.positions = torch.arange(16)
+
+
+class Block(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.rope = Rotary()
+        with torch.no_grad():
+            self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.row_norms = self.lin.weight.norm(dim=1)  # derived from a parameter
+
+
+class Net(autoreg.Module):
+    stats: autoreg.Persistent  # restored from the checkpoint
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = Block()
+        self.head = nn.Linear(8, 2)
+        self.stats = torch.zeros(8)
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.causal = torch.ones(4, 4, dtype=torch.bool).tril()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.last = x.detach()  # runtime state: carried
+        hidden = self.block.lin(x) * self.block.row_norms + self.stats
+        angles = self.block.rope.positions[: x.shape[0], None] * self.block.rope.inv_freq
+        return self.head(hidden + angles.repeat(1, 2)) * self.causal.sum()
+
+
+class TwinNet(nn.Module):
+    """Net with every buffer registered by hand, same reset_buffers() convention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("stats", torch.zeros(8))
+        self.register_buffer("causal", torch.empty(4, 4, dtype=torch.bool), persistent=False)
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.causal = torch.ones(4, 4, dtype=torch.bool).tril()
+
+
+def _all_tensors(module: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """Parameters, buffers and carried tensors (nested in lists too) of the whole tree."""
+    yield from module.named_parameters()
+    yield from module.named_buffers()
+    for prefix, sub in module.named_modules():
+        for key, value in vars(sub).items():
+            values = value if isinstance(value, list) else [value]
+            for i, item in enumerate(values):
+                if isinstance(item, torch.Tensor):
+                    yield f"{prefix}.{key}[{i}]", item
+
+
+def _meta_net() -> Net:
+    with torch.device("meta"):
+        net = Net()
+        net(torch.zeros(3, 8))  # the carried `last` is created on meta too
+        net.history = [torch.zeros(2), torch.ones(2, dtype=torch.long)]  # a carried list
+    return net
+
+
+def _reference() -> Net:
+    torch.manual_seed(0)
+    net = Net()
+    net.stats.copy_(torch.arange(8.0))
+    return net
+
+
+# --- to_empty ----------------------------------------------------------------------------------
+
+
+def test_build_on_meta_puts_every_tensor_on_meta() -> None:
+    net = _meta_net()
+
+    devices = {name: tensor.device.type for name, tensor in _all_tensors(net)}
+
+    assert set(devices.values()) == {"meta"}
+    assert {".last[0]", ".history[0]", ".history[1]"} <= set(devices)
+    assert list(net._buffers) == ["stats", "causal"]
+
+
+def test_to_empty_materialises_every_buffer_and_carried_tensor_on_cpu() -> None:
+    net = _meta_net()
+    dtypes = {name: tensor.dtype for name, tensor in _all_tensors(net)}
+
+    net.to_empty(device="cpu")
+
+    tensors = dict(_all_tensors(net))
+    assert tensors.keys() == dtypes.keys()
+    assert {t.device.type for t in tensors.values()} == {"cpu"}
+    assert {name: t.dtype for name, t in tensors.items()} == dtypes  # int, bool stay as they are
+    assert net.history[1].dtype == torch.long
+    assert "last" not in net._buffers
+
+
+@pytest.mark.parametrize("cls", [Net, TwinNet], ids=["autoreg", "twin"])
+def test_checkpoint_restores_persistent_buffers_only(cls: type[nn.Module]) -> None:
+    """As for nn.Module: non-persistent buffers are in no checkpoint, so to_empty leaves them."""
+    torch.manual_seed(0)
+    checkpoint = cls().state_dict()
+    with torch.device("meta"):
+        net = cls()
+    net.to_empty(device="cpu")
+    net.causal.fill_(False)  # stands for the uninitialised memory
+
+    net.load_state_dict(checkpoint)
+
+    assert "causal" not in checkpoint
+    assert not net.causal.any()  # not restored
+    torch.testing.assert_close(net.stats, checkpoint["stats"], rtol=0, atol=0)
+
+
+# --- reset_buffers -----------------------------------------------------------------------------
+
+
+def test_reset_buffers_recomputes_what_the_checkpoint_lacks() -> None:
+    reference = _reference()
+    net = _meta_net()
+    net.to_empty(device="cpu")
+    net.load_state_dict(reference.state_dict())
+
+    names = reset_buffers(net)
+
+    assert names == ["", "block", "block.rope"]
+    for (name, got), (_, expected) in zip(
+        net.named_buffers(), reference.named_buffers(), strict=True
+    ):
+        assert got.dtype == expected.dtype, name
+        assert torch.equal(got, expected), name
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(net(x), reference(x), rtol=0, atol=0)
+
+
+def test_reset_buffers_after_loading_with_assign_follows_the_loaded_weights() -> None:
+    reference = _reference()
+    net = _meta_net()
+    net.load_state_dict(reference.state_dict(), assign=True)
+    assert net.causal.is_meta  # not in the checkpoint: still a placeholder
+    assert net.block.rope.inv_freq.is_meta  # Rotary has no tensor of its own off meta
+
+    reset_buffers(net)
+
+    for (name, got), (_, expected) in zip(
+        net.named_buffers(), reference.named_buffers(), strict=True
+    ):
+        assert got.device.type == "cpu", name
+        assert torch.equal(got, expected), name
+
+
+def test_reset_buffers_creates_tensors_on_each_modules_device() -> None:
+    net = _meta_net()
+    net.to_empty(device="cpu")
+
+    with torch.device("meta"):  # an ambient default device that must not win
+        reset_buffers(net)
+
+    assert {buffer.device.type for buffer in net.buffers()} == {"cpu"}
+
+
+def test_reset_buffers_on_a_meta_model_stays_on_meta() -> None:
+    net = _meta_net()
+
+    reset_buffers(net)  # the default device is CPU
+
+    assert {buffer.device.type for buffer in net.buffers()} == {"meta"}
+
+
+def test_reset_buffers_runs_without_grad_so_derived_buffers_stay_buffers() -> None:
+    net = _meta_net()
+    net.to_empty(device="cpu")
+    net.load_state_dict(_reference().state_dict())
+
+    reset_buffers(net)
+
+    assert net.block._buffers["row_norms"] is net.block.row_norms
+    assert not net.block.row_norms.requires_grad
+    expected = net.block.lin.weight.detach().norm(dim=1)
+    torch.testing.assert_close(net.block.row_norms, expected, rtol=0, atol=0)
+
+
+class _Probe(nn.Module):
+    """No tensor of its own: records where its factory calls land."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.device] = []
+
+    def reset_buffers(self) -> None:
+        self.seen.append(torch.empty(0).device)
+
+
+def test_a_module_without_tensors_uses_its_nearest_ancestors_device() -> None:
+    outer = nn.Sequential(nn.Linear(2, 2), nn.Sequential(_Probe()))
+    probe = outer[1][0]
+
+    with torch.device("meta"):
+        names = reset_buffers(outer)
+
+    assert names == ["1.0"]
+    assert probe.seen == [torch.device("cpu")]
+
+
+def test_a_shared_module_is_reset_once_and_non_methods_are_skipped() -> None:
+    probe = _Probe()
+    outer = nn.ModuleDict({"a": probe, "b": probe})
+    outer.reset_buffers = "not a method"  # type: ignore[assignment]
+
+    names = reset_buffers(outer)
+
+    assert names == ["a"]
+    assert probe.seen == [torch.device("cpu")]
+
+
+def test_reset_buffers_works_on_plain_nn_modules() -> None:
+    with torch.device("meta"):
+        twin = TwinNet()
+    twin.to_empty(device="cpu")
+
+    assert reset_buffers(twin) == [""]
+    assert torch.equal(twin.causal, torch.ones(4, 4, dtype=torch.bool).tril())
