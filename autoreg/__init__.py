@@ -5,12 +5,15 @@ first in the bases of any ``nn.Module`` subclass) and ``.to()``, ``.cuda()`` and
 every tensor the module holds.
 """
 
+from ._audit import Finding, find_unregistered, register_tensors
+from ._containers import BufferDict, BufferList
 from ._declarations import NonPersistent, Persistent, Plain
 from ._errors import (
     AutoRegisterError,
     AutoRegisterWarning,
     ClassDefinitionError,
     ConfigurationError,
+    ExportError,
     UnregisteredTensorError,
 )
 from ._mixin import AutoRegisterMixin, Module
@@ -21,11 +24,17 @@ __all__ = [
     "AutoRegisterError",
     "AutoRegisterMixin",
     "AutoRegisterWarning",
+    "BufferDict",
+    "BufferList",
     "ClassDefinitionError",
     "ConfigurationError",
+    "ExportError",
+    "Finding",
     "Module",
     "NonPersistent",
     "Persistent",
     "Plain",
     "UnregisteredTensorError",
+    "find_unregistered",
+    "register_tensors",
 ]

@@ -14,9 +14,12 @@ import torch
 __all__ = [
     "AutoRegisterError",
     "AutoRegisterWarning",
+    "BufferKeyError",
+    "BufferTypeError",
     "ClassDefinitionError",
     "ConfigurationError",
     "ExportError",
+    "NotAModuleError",
     "UnregisteredTensorError",
     "describe",
 ]
@@ -40,6 +43,21 @@ class ClassDefinitionError(AutoRegisterError, TypeError):
 
 class ConfigurationError(AutoRegisterError, ValueError):
     """The ``AUTOREG_MODE`` environment variable holds a value autoreg does not know."""
+
+
+class NotAModuleError(AutoRegisterError, TypeError):
+    """``find_unregistered`` or ``register_tensors`` was given something other than a module."""
+
+
+class BufferTypeError(AutoRegisterError, TypeError):
+    """A ``BufferList`` / ``BufferDict`` was given a value it cannot hold, or a non-string key."""
+
+
+class BufferKeyError(AutoRegisterError, KeyError):
+    """A ``BufferDict`` key cannot name a buffer."""
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0])
 
 
 class AutoRegisterWarning(UserWarning):

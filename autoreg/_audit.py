@@ -1,0 +1,345 @@
+"""Audit any module for tensors that ``.to()`` would leave behind, and adopt third-party instances.
+
+Design note
+-----------
+``find_unregistered`` answers one question about a built model, autoreg or not: which tensors
+reachable from its module tree stay where they are when ``.to()`` / ``.cuda()`` / ``.half()`` run?
+Those are the tensors in a module's ``__dict__``: plain tensor attributes, and tensors nested in
+list, tuple and dict attributes (walked by ``_walk.iter_tensors``, so the audit and autoreg's
+``_apply`` agree on what a container is). Each tensor object is reported once, at the first path
+that reaches it, in ``named_modules()`` order. Not findings:
+
+- parameters and buffers of any module in the tree, wherever else they are referenced;
+- what an autoreg module carries (roles "carried" and "container" in ``_autoreg_owned``): its
+  ``_apply`` converts those tensors - except the ones that require grad, which it leaves, so
+  those are findings;
+- names an autoreg class declares ``autoreg.Plain``: kept in place on purpose;
+- nn.Module's internal attributes and autoreg's own ``_autoreg_*`` keys;
+- the tensor a forward pre-hook of ``torch.nn.utils.prune``, ``weight_norm`` or ``spectral_norm``
+  recomputes from the module's parameters at every call: the next forward replaces it.
+
+Tensors that require grad are findings: ``.to()`` leaves them too. A leaf is usually a weight
+that was meant to be an ``nn.Parameter`` (the fix says so); a non-leaf is an autograd result, such
+as an activation kept from a forward pass (the fix says that it is replaced or should be stored
+detached). A module held in a container (a plain list where ``nn.ModuleList`` was meant) is
+never reached by ``.to()``: its parameters, buffers and plain tensors are all findings (walked with
+``_walk.iter_modules``). Tensors inside other objects (a config dataclass) are not walked.
+
+``register_tensors`` turns the plain tensor attributes of an existing instance into buffers, with
+the mixin's rules (``_mixin._why_no_buffer_slot``), through ``register_buffer``.
+
+Footguns this catches: a ``list`` of tensors where ``autoreg.BufferList`` was meant, a ``list``
+of modules where ``nn.ModuleList`` was meant (invisible to the optimizer too), a weight
+created with ``requires_grad=True`` but never wrapped in ``nn.Parameter`` (the optimizer never sees
+it either), a buffer name hidden by a class attribute, a third-party submodule that keeps its
+constants in plain attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any, Final
+
+import torch
+from torch import nn
+from torch.nn.utils.prune import BasePruningMethod
+from torch.nn.utils.spectral_norm import SpectralNorm
+from torch.nn.utils.weight_norm import WeightNorm
+
+from ._declarations import Declaration
+from ._errors import NotAModuleError, describe
+from ._mixin import (
+    _CARRIED,
+    _CONTAINER,
+    _MODULE_INTERNALS,
+    _OWNED,
+    AutoRegisterMixin,
+    _registered_tensors,
+    _why_no_buffer_slot,
+)
+from ._walk import CONTAINERS, iter_modules, iter_tensors
+
+__all__ = ["Finding", "find_unregistered", "register_tensors"]
+
+
+NOT_A_MODULE: Final = """\
+{function}() takes an nn.Module instance, got {value}.{hint}"""
+
+NOT_A_MODULE_CLASS_HINT: Final = """
+Pass an instance, not the class: {function}({cls}(...))"""
+
+# --- the fix each finding suggests, one line each, shown in the audit's table ------------------
+
+FIX_BUFFER: Final = (
+    "subclass autoreg.Module or register_buffer('{name}', ..., persistent=False); "
+    "third-party class: autoreg.register_tensors"
+)
+FIX_DECLARE: Final = "annotate `{name}: torch.Tensor` in {cls}, or register_buffer('{name}', ...)"
+FIX_NO_SLOT: Final = (
+    "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
+)
+FIX_PARAMETER: Final = (
+    "nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .detach()"
+)
+FIX_STRAY_PARAMETER: Final = (
+    "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
+)
+FIX_AUTOGRAD_RESULT: Final = (
+    "an autograd result (e.g. an activation kept from forward): .to() leaves it until replaced; "
+    "keep .detach() (autoreg carries it) or do not keep it"
+)
+FIX_CONTAINER: Final = "autoreg.{container}(...): buffers that move"
+FIX_CONTAINER_OR_CARRY: Final = (
+    "autoreg.{container}(...), or subclass autoreg.Module (it carries the {kind})"
+)
+FIX_NESTED: Final = (
+    "subclass autoreg.Module (it carries nested containers), or one buffer per tensor"
+)
+FIX_MODULE_IN_CONTAINER: Final = (
+    "nn.{container}: a module in a plain {kind} is invisible to .to(), state_dict() and "
+    "parameters()"
+)
+FIX_CONTAINER_PARAMETERS: Final = (
+    "nn.{container} if these are weights to train; if not, .detach() them"
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Finding:
+    """A tensor that ``.to()`` would leave behind, where it is, and how to make it move.
+
+    ``path`` is dotted from the audited module, with Python's indexing for containers:
+    ``blocks.0.attn.mask``, ``head.anchors[2]``, ``cache['k']``. ``class_name`` is the class of
+    the module whose ``attribute`` holds it (directly, or nested in a container). Findings hold
+    tensors, so they compare by identity.
+    """
+
+    path: str
+    tensor: torch.Tensor
+    class_name: str
+    attribute: str
+    fix: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.tensor.shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.tensor.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.tensor.device
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.tensor.requires_grad
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as JSON-ready values (what ``python -m autoreg audit --json`` prints)."""
+        return {
+            "path": self.path,
+            "class": self.class_name,
+            "attribute": self.attribute,
+            "shape": list(self.shape),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "device": str(self.device),
+            "requires_grad": self.requires_grad,
+            "fix": self.fix,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Finding(path={self.path!r}, class_name={self.class_name!r}, "
+            f"tensor={describe(self.tensor)}, fix={self.fix!r})"
+        )
+
+
+def find_unregistered(module: nn.Module) -> list[Finding]:
+    """Every tensor reachable from ``module``'s tree that ``.to()`` would leave behind.
+
+    Works on any ``nn.Module``, autoreg or not; changes nothing. Reports plain tensor attributes
+    and tensors nested in list, tuple and dict attributes, each tensor object once, in
+    ``named_modules()`` order. Parameters and buffers of the tree are never findings, even when
+    a container also holds them; neither is what an autoreg module carries (it moves), nor a name
+    declared ``autoreg.Plain``. Tensors that require grad are findings: ``.to()`` leaves them too.
+    So is every tensor of a module held in a container (``blocks[0].weight``): ``.to()`` never
+    reaches it.
+    """
+    _check_module(module, "find_unregistered")
+    findings: list[Finding] = []
+    registered = _registered_tensors(module.modules())
+    _audit(module, "", registered, set(module.modules()), findings, reached=True)
+    return findings
+
+
+def _audit(
+    root: nn.Module,
+    base: str,
+    registered: dict[int, Any],
+    audited: set[nn.Module],
+    findings: list[Finding],
+    *,
+    reached: bool,
+) -> None:
+    """Add to ``findings`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
+
+    ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
+    not reached, and then nothing in it moves, not even what autoreg carries.
+    """
+    reported = {id(finding.tensor) for finding in findings}
+    for prefix, sub in root.named_modules(prefix=base):
+        owned: dict[str, str] = sub.__dict__.get(_OWNED) or {}
+        for name, value in _candidates(sub):
+            # autoreg's _apply converts what it carries, except tensors that require grad.
+            carried = reached and owned.get(name) in (_CARRIED, _CONTAINER)
+            for path, tensor in iter_tensors(value, _join(prefix, name)):
+                if id(tensor) in registered or id(tensor) in reported:
+                    continue
+                if carried and not tensor.requires_grad:
+                    continue
+                reported.add(id(tensor))
+                fix = _fix(sub, name, value, tensor)
+                findings.append(Finding(path, tensor, type(sub).__name__, name, fix))
+            if isinstance(value, torch.Tensor):
+                continue
+            # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
+            for path, held in iter_modules(value, _join(prefix, name)):
+                if held in audited:
+                    continue  # also a submodule of the tree: it moves
+                audited.update(held.modules())
+                kind = "dict" if isinstance(value, dict) else "list"
+                fix = FIX_MODULE_IN_CONTAINER.format(
+                    container=f"Module{kind.title()}", kind=type(value).__name__
+                )
+                for key, tensor in (
+                    *held.named_parameters(prefix=path, remove_duplicate=False),
+                    *held.named_buffers(prefix=path, remove_duplicate=False),
+                ):
+                    if id(tensor) not in registered and id(tensor) not in reported:
+                        reported.add(id(tensor))
+                        findings.append(Finding(key, tensor, type(sub).__name__, name, fix))
+                _audit(held, path, registered, audited, findings, reached=False)
+                reported.update(id(finding.tensor) for finding in findings)
+
+
+def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str]:
+    """Turn the plain tensor attributes of an existing module tree into buffers, in place.
+
+    For an instance of a class you cannot edit (a third-party model): every module in the tree
+    that keeps a tensor in a plain attribute gets it registered through ``register_buffer``, so
+    that ``.to()`` moves it and global buffer-registration hooks see it. The rules are autoreg's:
+    tensors that require grad (weights meant as parameters, autograd results), ``nn.Parameter``s,
+    names defined on the class (a property, a class-level default), nn.Module's internal
+    attributes, names an autoreg module already owns or declares ``autoreg.Plain``, and the
+    tensors that ``prune`` / ``weight_norm`` / ``spectral_norm`` recompute each forward are left
+    as they are.
+
+    Buffers are non-persistent by default, so ``state_dict()`` keys do not change;
+    ``persistent=True`` adds them to it. Tensors inside list, tuple and dict attributes cannot be
+    buffers and are left as they are (``find_unregistered`` still reports them: use
+    ``autoreg.BufferList`` / ``autoreg.BufferDict`` in code you can edit). After registration the
+    names follow nn.Module's rules for buffers: assigning another tensor updates the buffer,
+    assigning a non-tensor other than None raises ``TypeError``.
+
+    Call it right after construction: runtime state the model has stored since (a cache from a
+    forward pass) would become buffers too. Returns the dotted paths it registered.
+    """
+    _check_module(module, "register_tensors")
+    registered: list[str] = []
+    for prefix, sub in module.named_modules():
+        owned: dict[str, str] = sub.__dict__.get(_OWNED) or {}
+        for name, value in _candidates(sub):
+            if (
+                not isinstance(value, torch.Tensor)
+                or isinstance(value, nn.Parameter)
+                or value.requires_grad
+                or name in owned
+                or _why_no_buffer_slot(type(sub), name) is not None
+            ):
+                continue
+            # register_buffer refuses a name that is already a plain attribute.
+            del sub.__dict__[name]
+            try:
+                sub.register_buffer(name, value, persistent)
+            except BaseException:
+                sub.__dict__[name] = value
+                raise
+            registered.append(_join(prefix, name))
+    return registered
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _check_module(module: object, function: str) -> None:
+    if isinstance(module, nn.Module):
+        return
+    hint = ""
+    if isinstance(module, type) and issubclass(module, nn.Module):
+        hint = NOT_A_MODULE_CLASS_HINT.format(function=function, cls=module.__name__)
+        value = f"the class {module.__name__}"
+    else:
+        value = describe(module)
+    raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
+
+
+def _candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
+    """The ``__dict__`` entries of ``module`` that hold, or may hold, tensors ``.to()`` ignores."""
+    declarations: dict[str, Declaration] = (
+        type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
+    )
+    recomputed = _recomputed(module)
+    for name, value in list(module.__dict__.items()):
+        if not isinstance(value, (torch.Tensor, *CONTAINERS)):
+            continue
+        if name in _MODULE_INTERNALS or name.startswith("_autoreg_") or name in recomputed:
+            continue
+        if declarations.get(name) is Declaration.PLAIN:
+            continue
+        yield name, value
+
+
+def _recomputed(module: nn.Module) -> set[str]:
+    """Names that a forward pre-hook of prune, weight_norm or spectral_norm rewrites each call."""
+    names: set[str] = set()
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, BasePruningMethod):
+            names.add(hook._tensor_name)
+        elif isinstance(hook, (WeightNorm, SpectralNorm)):
+            names.add(hook.name)
+    return names
+
+
+def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> str:
+    """The one-line fix for ``tensor``, found in ``module.name`` (``value``)."""
+    cls = type(module).__name__
+    if value is tensor:  # a plain tensor attribute
+        if isinstance(tensor, nn.Parameter):
+            return FIX_STRAY_PARAMETER.format(name=name)
+        if tensor.requires_grad:
+            return FIX_PARAMETER if tensor.is_leaf else FIX_AUTOGRAD_RESULT
+        where = _why_no_buffer_slot(type(module), name)
+        if where is not None:
+            return FIX_NO_SLOT.format(name=name, where=where)
+        if isinstance(module, AutoRegisterMixin):
+            return FIX_DECLARE.format(name=name, cls=cls)
+        return FIX_BUFFER.format(name=name)
+    kind = "dict" if isinstance(value, dict) else "list"
+    if tensor.requires_grad:
+        if not tensor.is_leaf:
+            return FIX_AUTOGRAD_RESULT
+        return FIX_CONTAINER_PARAMETERS.format(container=f"Parameter{kind.title()}")
+    items = value.values() if isinstance(value, dict) else value
+    if not any(item is tensor for item in items):  # type: ignore[attr-defined]
+        return FIX_NESTED
+    container = f"Buffer{kind.title()}"
+    if isinstance(module, AutoRegisterMixin):
+        return FIX_CONTAINER.format(container=container)
+    return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name

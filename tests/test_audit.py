@@ -1,0 +1,484 @@
+"""find_unregistered: every tensor .to() would leave behind, once, with where it is and the fix."""
+
+from __future__ import annotations
+
+import collections
+import warnings
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.nn.utils import prune
+
+import autoreg
+from autoreg._errors import NotAModuleError
+from autoreg._walk import iter_modules, iter_tensors
+
+
+class Box(nn.Module):
+    """A plain module that holds whatever the test puts on it."""
+
+
+class AutoBox(autoreg.Module):
+    """An autoreg module that holds whatever the test puts on it (after construction: carried)."""
+
+
+class Pair(NamedTuple):
+    first: Any
+    second: Any
+
+
+def paths(module: nn.Module) -> list[str]:
+    return [finding.path for finding in autoreg.find_unregistered(module)]
+
+
+# --- what is reported, and where --------------------------------------------------------------
+
+
+def test_a_plain_tensor_attribute_is_reported_with_its_class_shape_dtype_device_and_fix() -> None:
+    box = Box()
+    box.mask = torch.ones(4, 4, dtype=torch.bool)
+    [finding] = autoreg.find_unregistered(box)
+    assert finding.path == "mask"
+    assert finding.tensor is box.mask
+    assert finding.class_name == "Box"
+    assert finding.attribute == "mask"
+    assert finding.shape == (4, 4)
+    assert finding.dtype == torch.bool
+    assert finding.device == torch.device("cpu")
+    assert finding.requires_grad is False
+    assert finding.fix == (
+        "subclass autoreg.Module or register_buffer('mask', ..., persistent=False); "
+        "third-party class: autoreg.register_tensors"
+    )
+
+
+def test_paths_are_dotted_from_the_audited_module() -> None:
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mask = torch.ones(2, 2)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = Attention()
+
+    model = Box()
+    model.blocks = nn.ModuleList([Block(), Block()])
+    assert paths(model) == ["blocks.0.attn.mask", "blocks.1.attn.mask"]
+    assert [f.class_name for f in autoreg.find_unregistered(model)] == ["Attention", "Attention"]
+    assert paths(model.blocks[1]) == ["attn.mask"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([torch.ones(1), 3, torch.ones(1)], ["anchors[0]", "anchors[2]"]),
+        ((torch.ones(1), torch.ones(1)), ["anchors[0]", "anchors[1]"]),
+        ({"k": torch.ones(1), "v": torch.ones(1)}, ["anchors['k']", "anchors['v']"]),
+        (collections.OrderedDict(k=torch.ones(1)), ["anchors['k']"]),
+        (Pair(torch.ones(1), [torch.ones(1)]), ["anchors[0]", "anchors[1][0]"]),
+        (
+            {"k": [torch.ones(1), {"deep": (torch.ones(1),)}]},
+            ["anchors['k'][0]", "anchors['k'][1]['deep'][0]"],
+        ),
+        ({1: torch.ones(1)}, ["anchors[1]"]),
+        ([], []),
+    ],
+    ids=["list", "tuple", "dict", "OrderedDict", "namedtuple", "nested", "int-key", "empty"],
+)
+def test_tensors_in_containers_are_reported_with_python_indexing(
+    value: object, expected: list[str]
+) -> None:
+    box = Box()
+    box.head = Box()
+    box.head.anchors = value
+    assert paths(box) == [f"head.{path}" for path in expected]
+
+
+def test_a_tensor_reachable_twice_is_reported_once_at_its_first_path() -> None:
+    shared = torch.ones(1)
+    box = Box()
+    box.a = shared
+    box.b = [shared, {"again": shared}]
+    box.child = Box()
+    box.child.c = shared
+    assert paths(box) == ["a"]
+
+
+def test_a_shared_submodule_is_audited_once() -> None:
+    inner = Box()
+    inner.mask = torch.ones(1)
+    box = Box()
+    box.first, box.second = inner, inner
+    assert paths(box) == ["first.mask"]
+
+
+def test_a_cyclic_container_is_walked_once() -> None:
+    cycle: list[Any] = [torch.ones(1)]
+    cycle.append(cycle)
+    box = Box()
+    box.cycle = cycle
+    assert paths(box) == ["cycle[0]"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "fix"),
+    [
+        (
+            [nn.Linear(1, 1)],
+            ["blocks[0].weight", "blocks[0].bias"],
+            "nn.ModuleList: a module in a plain list",
+        ),
+        (
+            {"bn": nn.BatchNorm1d(1, affine=False)},
+            [
+                "blocks['bn'].running_mean",
+                "blocks['bn'].running_var",
+                "blocks['bn'].num_batches_tracked",
+            ],
+            "nn.ModuleDict: a module in a plain dict",
+        ),
+    ],
+    ids=["list", "dict"],
+)
+def test_modules_in_a_plain_container_are_reported_tensor_by_tensor(
+    value: object, expected: list[str], fix: str
+) -> None:
+    box = AutoBox()
+    box.blocks = value
+    findings = autoreg.find_unregistered(box)
+    assert [f.path for f in findings] == expected
+    assert {f.class_name for f in findings} == {"AutoBox"}
+    assert all(f.fix.startswith(fix) for f in findings)
+
+
+def test_nothing_moves_in_a_module_held_in_a_plain_container() -> None:
+    held = AutoBox()
+    held.cache = torch.ones(1)  # carried, but .to() never reaches held
+    box = Box()
+    box.linear = nn.Linear(1, 1)
+    box.items = [held, box.linear]  # box.linear is in the tree: it moves
+    assert paths(box) == ["items[0].cache"]
+
+
+# --- what is not reported ------------------------------------------------------------------------
+
+
+def test_parameters_and_buffers_of_the_tree_are_not_findings_wherever_they_sit() -> None:
+    model = Box()
+    model.linear = nn.Linear(2, 2)
+    model.register_buffer("table", torch.ones(3))
+    model.linear.register_buffer("scale", torch.ones(1))
+    model.refs = [model.linear.weight, {"table": model.table}, (model.linear.scale,)]
+    model.alias = model.table
+    assert paths(model) == []
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: nn.Linear(3, 4),
+        lambda: nn.LSTM(3, 4, num_layers=2),
+        lambda: nn.MultiheadAttention(4, 2),
+        lambda: nn.BatchNorm2d(3),
+        lambda: nn.Embedding(5, 2),
+        lambda: nn.TransformerEncoderLayer(8, 2, dim_feedforward=16),
+    ],
+    ids=["Linear", "LSTM", "MultiheadAttention", "BatchNorm2d", "Embedding", "TransformerLayer"],
+)
+def test_pytorch_modules_are_clean(factory: Any) -> None:
+    assert paths(factory()) == []
+
+
+def test_an_autoreg_modules_buffers_carried_tensors_and_containers_are_not_findings() -> None:
+    class Model(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mask = torch.ones(2)  # a buffer
+            self.table = [torch.ones(1), {"k": torch.ones(1)}]  # a carried container
+
+    model = Model()
+    model.cache = torch.zeros(3)  # carried: a runtime tensor
+    model.history = (torch.zeros(1),)
+    assert model.__dict__["_autoreg_owned"] == {
+        "mask": "buffer",
+        "table": "container",
+        "cache": "carried",
+        "history": "container",
+    }
+    assert paths(model) == []
+
+
+def test_tensors_that_require_grad_in_a_carried_container_are_findings() -> None:
+    box = AutoBox()
+    weight = torch.ones(2, requires_grad=True)
+    box.items = [torch.ones(1), weight]
+    [finding] = autoreg.find_unregistered(box)
+    assert (finding.path, finding.tensor) == ("items[1]", weight)
+    assert finding.fix == "nn.ParameterList if these are weights to train; if not, .detach() them"
+
+
+def test_names_declared_plain_are_kept_in_place_on_purpose_and_not_reported() -> None:
+    class Model(autoreg.Module):
+        pinned: autoreg.Plain
+        pinned_list: autoreg.Plain
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.pinned = torch.ones(1)
+            self.pinned_list = [torch.ones(1)]
+
+    assert paths(Model()) == []
+
+
+def test_internal_attributes_are_skipped() -> None:
+    box = Box()
+    box.__dict__["_autoreg_scratch"] = torch.ones(1)
+    box.__dict__["training"] = torch.ones(1)
+    assert paths(box) == []
+
+
+@pytest.mark.parametrize(
+    "apply",
+    [
+        lambda m: prune.l1_unstructured(m, "weight", amount=0.5),
+        lambda m: nn.utils.spectral_norm(m),
+        lambda m: nn.utils.weight_norm(m),
+    ],
+    ids=["prune", "spectral_norm", "weight_norm"],
+)
+@pytest.mark.parametrize("after_forward", [False, True], ids=["built", "after-forward"])
+def test_a_weight_recomputed_by_a_forward_pre_hook_is_not_a_finding(
+    apply: Any, after_forward: bool
+) -> None:
+    linear = nn.Linear(3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # weight_norm is deprecated
+        apply(linear)
+    if after_forward:
+        linear(torch.ones(1, 3))
+    assert "weight" in vars(linear)
+    assert paths(linear) == []
+
+
+# --- tensors that require grad, and the fixes ----------------------------------------------------
+
+
+def test_a_leaf_that_requires_grad_is_reported_as_a_parameter_to_be() -> None:
+    box = Box()
+    box.temperature = torch.ones((), requires_grad=True)
+    [finding] = autoreg.find_unregistered(box)
+    assert finding.requires_grad is True
+    assert finding.fix.startswith("nn.Parameter(...) if it is a weight to train")
+
+
+def test_an_autograd_result_is_reported_and_said_to_be_one() -> None:
+    box = Box()
+    box.activation = torch.ones(2, requires_grad=True) * 2
+    box.activations = [box.activation * 3]
+    findings = autoreg.find_unregistered(box)
+    assert [f.path for f in findings] == ["activation", "activations[0]"]
+    for finding in findings:
+        assert finding.fix.startswith("an autograd result (e.g. an activation kept from forward)")
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        (
+            [torch.ones(1)],
+            "autoreg.BufferList(...), or subclass autoreg.Module (it carries the list)",
+        ),
+        (
+            (torch.ones(1),),
+            "autoreg.BufferList(...), or subclass autoreg.Module (it carries the tuple)",
+        ),
+        (
+            {"k": torch.ones(1)},
+            "autoreg.BufferDict(...), or subclass autoreg.Module (it carries the dict)",
+        ),
+        (
+            {"k": [torch.ones(1)]},
+            "subclass autoreg.Module (it carries nested containers), or one buffer per tensor",
+        ),
+        (
+            {"k": nn.Parameter(torch.ones(1))},
+            "nn.ParameterDict if these are weights to train; if not, .detach() them",
+        ),
+    ],
+    ids=["list", "tuple", "dict", "nested", "parameters"],
+)
+def test_the_fix_for_a_container_names_the_container_to_use(value: object, fix: str) -> None:
+    box = Box()
+    box.items = value
+    [finding] = autoreg.find_unregistered(box)
+    assert finding.fix == fix
+
+
+def test_a_name_hidden_by_a_class_attribute_gets_a_rename_fix() -> None:
+    class Legacy(nn.Module):
+        scale = None  # a class-level default
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.ones(1)
+
+    [finding] = autoreg.find_unregistered(Legacy())
+    assert finding.fix == (
+        "'scale' is defined on the class (a class-level NoneType) and hides any buffer of that "
+        "name: rename the attribute, or move the class-level value into __init__"
+    )
+
+
+def test_an_autoreg_module_gets_an_annotation_fix() -> None:
+    box = AutoBox()
+    box.__dict__["mask"] = torch.ones(1)  # put around __setattr__: not carried
+    [finding] = autoreg.find_unregistered(box)
+    assert (
+        finding.fix == "annotate `mask: torch.Tensor` in AutoBox, or register_buffer('mask', ...)"
+    )
+
+
+def test_a_parameter_stored_around_setattr_gets_a_register_parameter_fix() -> None:
+    box = Box()
+    box.__dict__["weight"] = nn.Parameter(torch.ones(1))
+    [finding] = autoreg.find_unregistered(box)
+    assert finding.fix.startswith("register_parameter('weight', ...)")
+
+
+# --- the Finding itself ----------------------------------------------------------------------
+
+
+def test_a_finding_is_frozen_and_reads_well() -> None:
+    box = Box()
+    box.mask = torch.ones(2)
+    [finding] = autoreg.find_unregistered(box)
+    with pytest.raises(AttributeError):
+        finding.path = "other"  # type: ignore[misc]
+    assert repr(finding).startswith(
+        "Finding(path='mask', class_name='Box', "
+        "tensor=Tensor(shape=(2,), dtype=torch.float32, device='cpu'), fix="
+    )
+    assert finding.as_dict() == {
+        "path": "mask",
+        "class": "Box",
+        "attribute": "mask",
+        "shape": [2],
+        "dtype": "float32",
+        "device": "cpu",
+        "requires_grad": False,
+        "fix": finding.fix,
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (3, r"^find_unregistered\(\) takes an nn.Module instance, got 'int'.$"),
+        (
+            Box,
+            r"got the class Box.\nPass an instance, not the class: find_unregistered\(Box\(...\)\)",
+        ),
+    ],
+    ids=["int", "class"],
+)
+def test_something_other_than_a_module_is_refused(value: object, message: str) -> None:
+    with pytest.raises(NotAModuleError, match=message) as caught:
+        autoreg.find_unregistered(value)  # type: ignore[arg-type]
+    assert isinstance(caught.value, TypeError)
+    assert isinstance(caught.value, autoreg.AutoRegisterError)
+
+
+# --- the audit agrees with .to() -----------------------------------------------------------------
+
+
+@st.composite
+def module_trees(draw: st.DrawFn) -> tuple[nn.Module, set[int]]:
+    """A random tree of plain and autoreg modules holding shared tensors in every way there is.
+
+    Returns the root and the ids of its parameters and buffers (never findings).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)  # grad leaves on AutoBox
+        return _build_tree(draw)
+
+
+def _build_tree(draw: st.DrawFn) -> tuple[nn.Module, set[int]]:
+    pool: list[torch.Tensor] = []
+    for kind in draw(st.lists(st.sampled_from(["plain", "int", "grad", "result"]), min_size=1)):
+        base = torch.ones(2, dtype=torch.int64 if kind == "int" else torch.float32)
+        if kind in ("grad", "result"):
+            base.requires_grad_()
+        pool.append(base * 2 if kind == "result" else base)
+    tensors = st.sampled_from(pool)
+    containers = st.recursive(
+        tensors,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(st.sampled_from("abc"), inner, max_size=3)
+        ),
+        max_leaves=6,
+    )
+    modules: list[nn.Module] = []
+    for index in range(draw(st.integers(1, 4))):
+        module = draw(st.sampled_from([Box, AutoBox]))()
+        if modules:
+            parent = draw(st.sampled_from(modules))
+            setattr(parent, f"child{index}", module)
+        modules.append(module)
+        for slot in range(draw(st.integers(0, 4))):
+            what = draw(st.sampled_from(["value", "buffer", "parameter", "reference", "orphan"]))
+            name = f"a{slot}"
+            if what == "value":
+                setattr(module, name, draw(containers))
+            elif what == "buffer":
+                module.register_buffer(name, draw(tensors).detach().clone())
+            elif what == "parameter":
+                module.register_parameter(name, nn.Parameter(torch.ones(1)))
+            elif what == "orphan":  # a module in a plain list: .to() never reaches it
+                orphan = draw(st.sampled_from([Box, AutoBox]))()
+                orphan.register_buffer("b", torch.ones(1))
+                orphan.value = draw(containers)
+                setattr(module, name, [orphan])
+            else:  # a container holding a parameter or buffer of some module
+                registered = [t for m in modules for t in (*m.parameters(), *m.buffers())]
+                if registered:
+                    setattr(module, name, [draw(st.sampled_from(registered)), draw(tensors)])
+    root = modules[0]
+    return root, {id(t) for t in (*root.parameters(), *root.buffers())}
+
+
+@settings(max_examples=80, deadline=None)
+@given(module_trees())
+def test_findings_are_exactly_the_tensors_that_to_leaves_behind(
+    tree: tuple[nn.Module, set[int]],
+) -> None:
+    root, registered = tree
+    findings = autoreg.find_unregistered(root)
+    reported = {id(finding.tensor) for finding in findings}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)
+        root.to("meta")
+    modules = list(root.modules())
+    for module in modules:  # and the modules held in containers, which .to() does not reach
+        for name, value in vars(module).items():
+            if not name.startswith("_"):
+                modules.extend(m for _, m in iter_modules(value) if m not in modules)
+    left_behind = {
+        id(tensor)
+        for module in modules
+        for name, value in [
+            *vars(module).items(),
+            ("", [*module.parameters(recurse=False), *module.buffers(recurse=False)]),
+        ]
+        if not name.startswith("_")
+        for _, tensor in iter_tensors(value)
+        if tensor.device.type == "cpu" and id(tensor) not in registered
+    }
+    assert reported == left_behind
