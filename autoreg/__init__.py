@@ -16,6 +16,7 @@ from ._errors import (
     ExportError,
     UnregisteredTensorError,
 )
+from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
 
 __version__ = "0.1.0"
@@ -37,4 +38,5 @@ __all__ = [
     "UnregisteredTensorError",
     "find_unregistered",
     "register_tensors",
+    "reset_buffers",
 ]

@@ -14,11 +14,7 @@ import torch
 from torch import nn
 
 import autoreg
-
-try:
-    from autoreg import reset_buffers
-except ImportError:  # until autoreg/__init__.py re-exports it
-    from autoreg._meta import reset_buffers
+from autoreg import reset_buffers
 
 
 class Rotary(autoreg.Module):
