@@ -417,8 +417,12 @@ def _assign_container(
 
 
 def _exporting_non_strict() -> bool:
-    """Whether forward runs under non-strict ``torch.export`` (strict export traces with dynamo)."""
-    return torch.compiler.is_exporting() and not torch.compiler.is_dynamo_compiling()
+    """Whether forward runs under non-strict ``torch.export`` (strict export traces with dynamo).
+
+    torch < 2.6 has no ``torch.compiler.is_exporting``: there, nothing is detected.
+    """
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return bool(is_exporting and is_exporting() and not torch.compiler.is_dynamo_compiling())
 
 
 def _loose_tensors(module: AutoRegisterMixin, value: object) -> list[tuple[str, torch.Tensor]]:
