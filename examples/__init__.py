@@ -1,1 +1,1 @@
-"""The model that docs/migrating.md migrates, one module per step (not part of the package)."""
+"""The model the README's migration guide migrates, one module per step (not in the package)."""

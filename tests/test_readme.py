@@ -66,6 +66,12 @@ def test_the_options_example_does_what_its_comments_say() -> None:
     }
 
 
+def test_the_meta_device_example_recomputes_the_derived_buffer() -> None:
+    (block,) = [block for block in python_blocks() if "autoreg.reset_buffers(model)" in block]
+    model = run(block)["model"]
+    assert model.inv_freq.device.type == "cpu"  # type: ignore[attr-defined]
+
+
 def test_the_strict_example_raises_on_the_undeclared_tensor() -> None:
     namespace = run("import torch\nimport autoreg\n" + python_blocks()[4])
     with pytest.raises(autoreg.UnregisteredTensorError, match=r"Encoder\.table"):
