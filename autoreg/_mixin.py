@@ -3,14 +3,19 @@
 Design note
 -----------
 Everything autoreg decides about an assignment ``self.name = value`` is in
-``AutoRegisterMixin.__setattr__``, top to bottom, in the order of the README's table:
+``AutoRegisterMixin.__setattr__`` and the two functions it hands plain values to,
+``_assign_tensor`` and ``_assign_container``, in the order of the README's table:
 
 1. Parameters, ``nn.Buffer``s, modules, and names that already hold one: nn.Module's own path.
 2. A name autoreg registered or carried that now receives a non-tensor (not None): plain attribute.
-3. ``autoreg.Plain`` names, and tensors that require grad: plain attributes, as in nn.Module.
-4. Names that cannot hold a buffer (class attributes, nn.Module internals, '' or dotted): nn.Module.
-5. Declared names, and tensors assigned during construction: buffers, through ``register_buffer``.
-6. Other tensors assigned after construction: carried - moved by ``_apply``, never module state.
+3. A list, tuple or dict: carried; ``_apply`` converts the tensors nested in it.
+4. ``autoreg.Plain`` names, and tensors that require grad: plain attributes, as in nn.Module.
+5. Names that cannot hold a buffer (class attributes, nn.Module internals, '' or dotted): nn.Module.
+6. Declared names, and tensors assigned during construction (except views of a parameter's
+   memory): buffers, through ``register_buffer``.
+7. Other tensors assigned after construction: carried - moved by ``_apply``, never module state.
+
+Strict mode raises where 3, 6 or 7 would act on an undeclared name; warn mode warns once.
 
 Decisions about a class (mode, default persistence, its declarations, whether the fast path for
 non-tensors is provably nn.Module's own) are made once per class and kept in ``__autoreg__``.
@@ -241,41 +246,54 @@ class AutoRegisterMixin(_MixinBase):
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then the carried runtime tensors."""
-        # The next _apply in the MRO (nn.Module's, or e.g. RNNBase's), looked up by name so that a
-        # patched nn.Module._apply is honoured; cheaper than super() on this path taken by every
-        # module on every .to(). ``recurse`` is passed on only when set, as nn.Module does, so
-        # that overrides written before it existed keep working.
-        next_apply = type(self).__autoreg__.apply_owner._apply
+        # The next _apply in the MRO (nn.Module's, or e.g. RNNBase's), found when the class was
+        # created and looked up by name, so that a patched nn.Module._apply is honoured: cheaper
+        # than super() on a path every module takes on every .to(). recurse is passed on only
+        # when set, as nn.Module does, so that overrides written before it existed keep working.
+        apply_next: Any = type(self).__autoreg__.apply_owner._apply
         owned = self.__dict__.get(_OWNED)
         if not owned or all(role == _BUFFER for role in owned.values()):
-            return next_apply(self, fn) if recurse else next_apply(self, fn, recurse)  # type: ignore[no-untyped-call]
-        # A carried tensor or a container may hold a parameter or a buffer of this module tree:
-        # it must end up holding the converted one, not a stale or a duplicated copy.
-        registered = _registered_tensors(self.modules() if recurse else [self])
-        result = next_apply(self, fn) if recurse else next_apply(self, fn, recurse)  # type: ignore[no-untyped-call]
-        converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id -> (old, new)
+            return apply_next(self, fn) if recurse else apply_next(self, fn, recurse)
+        return _apply_carrying(self, apply_next, fn, recurse, owned)
 
-        def convert(tensor: torch.Tensor) -> torch.Tensor:
-            if id(tensor) not in converted:
-                entry = registered.get(id(tensor))
-                if entry is not None:
-                    _, registry, key = entry
-                    new = registry[key]
-                elif tensor.requires_grad:
-                    new = tensor  # rule 6: not autoreg's to move
-                else:
-                    new = fn(tensor)
-                converted[id(tensor)] = (tensor, new)
-            return converted[id(tensor)][1]
 
-        d = self.__dict__
-        for name, role in owned.items():
-            value = d.get(name)
-            if role == _CARRIED and isinstance(value, torch.Tensor):
-                d[name] = convert(value)
-            elif role == _CONTAINER and isinstance(value, CONTAINERS):
-                d[name] = map_tensors(value, convert)
-        return result
+def _apply_carrying(
+    module: AutoRegisterMixin,
+    apply_next: Any,
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    recurse: bool,
+    owned: dict[str, str],
+) -> Any:
+    """``_apply`` for a module that carries tensors: convert them after its registered state.
+
+    A carried tensor or a container may hold a parameter or a buffer of this module tree: it must
+    end up holding the converted one, not a stale or a duplicated copy.
+    """
+    registered = _registered_tensors(module.modules() if recurse else [module])
+    result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
+    converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id -> (old, new)
+
+    def convert(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in converted:
+            entry = registered.get(id(tensor))
+            if entry is not None:
+                _, registry, key = entry
+                new = registry[key]
+            elif tensor.requires_grad:
+                new = tensor  # rule 6: not autoreg's to move
+            else:
+                new = fn(tensor)
+            converted[id(tensor)] = (tensor, new)
+        return converted[id(tensor)][1]
+
+    d = module.__dict__
+    for name, role in owned.items():
+        value = d.get(name)
+        if role == _CARRIED and isinstance(value, torch.Tensor):
+            d[name] = convert(value)
+        elif role == _CONTAINER and isinstance(value, CONTAINERS):
+            d[name] = map_tensors(value, convert)
+    return result
 
 
 # --- the tensor path of the contract -------------------------------------------------------------
