@@ -68,7 +68,7 @@ __all__ = ["AutoRegisterMixin", "Module"]
 
 # Keys autoreg keeps in an instance's __dict__.
 _OWNED: Final = "_autoreg_owned"  # {name: role}, created on first use
-_CONSTRUCTING: Final = "_autoreg_constructing"  # __init__ nesting depth, only during construction
+_CONSTRUCTING: Final = "_autoreg_constructing"  # present only while __init__ runs
 _PENDING: Final = "_autoreg_pending"  # tensors assigned before nn.Module.__init__ ran
 
 # Roles of the names autoreg owns.
@@ -252,7 +252,7 @@ class AutoRegisterMixin(_MixinBase):
         # when set, as nn.Module does, so that overrides written before it existed keep working.
         apply_next: Any = type(self).__autoreg__.apply_owner._apply
         owned = self.__dict__.get(_OWNED)
-        if not owned or all(role == _BUFFER for role in owned.values()):
+        if not owned or (_CARRIED not in owned.values() and _CONTAINER not in owned.values()):
             return apply_next(self, fn) if recurse else apply_next(self, fn, recurse)
         return _apply_carrying(self, apply_next, fn, recurse, owned)
 
@@ -382,13 +382,15 @@ def _assign_tensor(
 
 
 def _aliases_a_parameter(module: AutoRegisterMixin, value: torch.Tensor) -> bool:
-    """Whether ``value`` shares its storage with a parameter of ``module``'s tree."""
-    d = module.__dict__
-    if not d.get("_parameters") and not d.get("_modules"):
+    """Whether ``value`` shares memory with a parameter of ``module`` itself (``weight.data``)."""
+    parameters = module.__dict__.get("_parameters")
+    if not parameters:
         return False
     try:
         storage = value.untyped_storage()._cdata
-        return any(p.untyped_storage()._cdata == storage for p in module.parameters())
+        return any(
+            p is not None and p.untyped_storage()._cdata == storage for p in parameters.values()
+        )
     except (NotImplementedError, RuntimeError):  # a tensor subclass without storage
         return False
 
@@ -479,7 +481,12 @@ def _register(module: AutoRegisterMixin, name: str, value: torch.Tensor, persist
     if previous is not _MISSING and _OWNED in d:
         d[_OWNED].pop(name, None)
     try:
-        module.register_buffer(name, value, persistent)
+        if type(module).__autoreg__.direct:
+            # No base overrides register_buffer: nn.Module's, without the mixin's override,
+            # which only takes names over from autoreg (this one is no longer autoreg's).
+            nn.Module.register_buffer(module, name, value, persistent)
+        else:
+            module.register_buffer(name, value, persistent)
     except BaseException:
         if previous is not _MISSING:
             d[name] = previous
@@ -547,11 +554,14 @@ def _why_no_buffer_slot(cls: type, name: str) -> str | None:
         return "is empty or dotted" if not name else "contains a '.'"
     if name in _MODULE_INTERNALS or name.startswith("_autoreg_"):
         return "is one of nn.Module's internal attributes"
-    attribute = getattr(cls, name, _MISSING)
-    if attribute is _MISSING:
-        return None
-    kind = type(attribute).__name__
-    return f"is defined on the class (a class-level {kind}) and hides any buffer of that name"
+    for klass in cls.__mro__:  # what instance lookup finds before nn.Module.__getattr__
+        attribute = vars(klass).get(name, _MISSING)
+        if attribute is not _MISSING:
+            kind = type(attribute).__name__
+            return (
+                f"is defined on the class (a class-level {kind}) and hides any buffer of that name"
+            )
+    return None
 
 
 # --- class creation --------------------------------------------------------------------------
@@ -612,19 +622,19 @@ def _mark_construction(cls: type) -> None:
 
     @functools.wraps(init)
     def __init__(self: AutoRegisterMixin, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        d = self.__dict__
+        if _CONSTRUCTING in d:  # an __init__ further down the chain: the outermost one marks
+            init(self, *args, **kwargs)
+            return
         # Read the class's annotations now, outside any compiled region: a first read inside a
         # torch.compile'd forward would make dynamo trace eval().
         type(self).__autoreg__.declarations  # noqa: B018
-        depth = self.__dict__.get(_CONSTRUCTING, 0)
-        self.__dict__[_CONSTRUCTING] = depth + 1
+        d[_CONSTRUCTING] = True
         try:
             init(self, *args, **kwargs)
         finally:
-            if depth:
-                self.__dict__[_CONSTRUCTING] = depth
-            else:
-                self.__dict__.pop(_CONSTRUCTING, None)
-        if not depth and _PENDING in self.__dict__:
+            self.__dict__.pop(_CONSTRUCTING, None)
+        if _PENDING in self.__dict__:
             _register_pending(self)
 
     __init__.__autoreg_marks_construction__ = True  # type: ignore[attr-defined]
