@@ -215,7 +215,10 @@ class AutoRegisterMixin(_MixinBase):
         if explicit:
             # Rule 1: an explicit Parameter, Buffer or module: nn.Module's own path, and the name
             # is no longer autoreg's.
-            _explicitly(self, name, role, lambda: _next_setattr(self, name, value))
+            if role is None:
+                _next_setattr(self, name, value)
+            else:
+                _explicitly(self, name, role, lambda: _next_setattr(self, name, value))
         elif registered:
             # Rule 1: a tensor assigned to a registered name keeps its role.
             if name in d["_buffers"] and type(self).__autoreg__.direct:
@@ -236,7 +239,10 @@ class AutoRegisterMixin(_MixinBase):
         owned = self.__dict__.get(_OWNED)
         role = owned.get(name) if owned else None
         register = super().register_buffer
-        _explicitly(self, name, role, lambda: register(name, tensor, persistent))
+        if role is None:
+            register(name, tensor, persistent)
+        else:
+            _explicitly(self, name, role, lambda: register(name, tensor, persistent))
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
@@ -495,12 +501,9 @@ def _register(module: AutoRegisterMixin, name: str, value: torch.Tensor, persist
 
 
 def _explicitly(
-    module: AutoRegisterMixin, name: str, role: str | None, register: Callable[[], None]
+    module: AutoRegisterMixin, name: str, role: str, register: Callable[[], None]
 ) -> None:
     """Run an explicit registration of ``name``, which takes the name over from autoreg."""
-    if role is None:
-        register()
-        return
     d = module.__dict__
     del d[_OWNED][name]
     # nn.Module refuses to register a buffer over a plain attribute, and a carried tensor is one.
@@ -612,12 +615,13 @@ def _next_defining(cls: type, name: str) -> Any:
 
 def _mark_construction(cls: type) -> None:
     """Wrap ``cls.__init__`` so that an instance knows when it is being constructed."""
-    init = cls.__dict__.get("__init__")
-    if init is None:
-        init = cls.__init__  # type: ignore[misc]
-        if getattr(init, "__autoreg_marks_construction__", False):
-            return  # an autoreg base already marks it
-    elif getattr(init, "__autoreg_marks_construction__", False):
+    init = cls.__dict__.get("__init__", cls.__init__)  # type: ignore[misc]
+    if getattr(init, "__autoreg_marks_construction__", False):
+        return  # inherited from an autoreg base that marks it already
+    if cls.__module__ == __name__:
+        # autoreg.Module itself: its __init__ is nn.Module's, which assigns nothing through
+        # __setattr__. Each subclass wraps the __init__ it runs first; a wrapper here would only
+        # nest inside theirs, on every construction.
         return
 
     @functools.wraps(init)
