@@ -127,7 +127,8 @@ class _ClassRecord:
         """Warn about (kind, name) the first time this class sees it, pointing at the assignment."""
         if (kind, name) not in self.warned:
             self.warned.add((kind, name))
-            # __setattr__ -> _assign_tensor -> here: stacklevel 4 is the user's assignment line.
+            # __setattr__ -> _assign_tensor or _assign_container -> here: stacklevel 4 is the
+            # user's assignment line.
             warnings.warn(message, AutoRegisterWarning, stacklevel=4)
 
 
@@ -316,13 +317,13 @@ def _assign_tensor(
 
     if declaration is Declaration.PLAIN or value.requires_grad:
         # Rules 9 and 6: never registered or carried.
-        if role is not None:
-            del d[_OWNED][name]
         if declaration is not Declaration.PLAIN and value.is_leaf:
             message = GRAD_LEAF.format(cls=cls, name=name, value=describe(value))
             if record.mode is Mode.STRICT:
                 raise UnregisteredTensorError(message)
             record.warn_once("grad", name, message)
+        if role is not None:
+            _forget(module, name)
         _next_setattr(module, name, value)
         return
 
@@ -362,17 +363,8 @@ def _assign_tensor(
             raise UnregisteredTensorError(message)
         record.warn_once("undeclared", name, WARN_UNDECLARED.format(action_past=past, **fields))
 
-    if not constructing and (register or name not in d) and _exporting_non_strict():
-        # Non-strict torch.export runs forward on fake tensors, then restores the attributes the
-        # module had before: a new attribute or buffer would keep its fake tensor.
-        raise ExportError(
-            NEW_NAME_DURING_EXPORT.format(
-                action="register" if register else "carry",
-                cls=cls,
-                name=name,
-                value=describe(value),
-            )
-        )
+    if not constructing and (register or name not in d):
+        _refuse_while_exporting(module, name, value, "register" if register else "carry")
 
     if not register:
         # Rule 3: runtime state, moved by _apply, never module state.
@@ -407,22 +399,10 @@ def _assign_container(
     """Rule 3 for containers: a list, tuple or dict attribute is carried, the tensors in it move."""
     record = type(module).__autoreg__
     d = module.__dict__
-    if name not in d and _CONSTRUCTING not in d and _exporting_non_strict():
-        tensors = list(iter_tensors(value))
-        if tensors:  # as in _assign_tensor: the container would keep fake tensors
-            path, tensor = tensors[0]
-            held = f"{type(value).__name__} holding {name}{path} = {describe(tensor)}"
-            raise ExportError(
-                NEW_NAME_DURING_EXPORT.format(
-                    action="carry", cls=type(module).__name__, name=name, value=held
-                )
-            )
-    if role is not None:
-        _forget(module, name)
-    if record.declarations.get(name) is Declaration.PLAIN:
-        _next_setattr(module, name, value)
-        return
-    if record.mode is not Mode.REGISTER:
+    if name not in d and _CONSTRUCTING not in d:
+        _refuse_while_exporting(module, name, value, "carry")
+    plain = record.declarations.get(name) is Declaration.PLAIN
+    if not plain and record.mode is not Mode.REGISTER:
         loose = _loose_tensors(module, value)
         if loose:
             path, tensor = loose[0]
@@ -438,8 +418,37 @@ def _assign_container(
                     STRICT_CONTAINER.format(why=record.why_strict(), **fields)
                 )
             record.warn_once("container", name, WARN_CONTAINER.format(**fields))
+    # Only now that nothing can raise: what the name held before is no longer autoreg's.
+    if role is not None:
+        _forget(module, name)
     _next_setattr(module, name, value)
-    _owned(module.__dict__)[name] = _CONTAINER
+    if not plain:
+        _owned(d)[name] = _CONTAINER
+
+
+def _refuse_while_exporting(
+    module: AutoRegisterMixin, name: str, value: object, action: str
+) -> None:
+    """Raise ExportError if non-strict torch.export traces the first assignment of ``name``.
+
+    Non-strict export runs forward on fake tensors, then restores the attributes the module had
+    before tracing: a new attribute, buffer or container would keep its fake tensors.
+    """
+    if not _exporting_non_strict():
+        return
+    if isinstance(value, torch.Tensor):
+        what = describe(value)
+    else:
+        first = next(iter_tensors(value), None)
+        if first is None:
+            return  # a container without tensors: nothing fake stays behind
+        path, tensor = first
+        what = f"{type(value).__name__} holding {name}{path} = {describe(tensor)}"
+    raise ExportError(
+        NEW_NAME_DURING_EXPORT.format(
+            action=action, cls=type(module).__name__, name=name, value=what
+        )
+    )
 
 
 def _exporting_non_strict() -> bool:
@@ -518,7 +527,7 @@ def _explicitly(
 
 
 def _reassign(module: AutoRegisterMixin, name: str, value: Any, role: str | None) -> None:
-    """nn.Module's path for a value assigned to a registered name: not an explicit registration.
+    """nn.Module's path for a value autoreg leaves to it; keeps the role autoreg gave the name.
 
     nn.Module.__setattr__ calls ``register_buffer`` for a buffer, which would take the name over;
     an assignment keeps the role autoreg gave the name.

@@ -100,3 +100,14 @@ def test_strict_raises_on_a_container_of_unregistered_tensors() -> None:
     ):
         module.cache = {"k": torch.zeros(2), "n": 1}
     assert not hasattr(module, "cache")
+
+
+def test_a_refused_assignment_leaves_the_name_as_it_was() -> None:
+    module = Strict()
+    module.empty = []  # a container without tensors: carried, nothing to refuse
+    with pytest.raises(autoreg.UnregisteredTensorError, match=r"to Strict\.empty: "):
+        module.empty = [torch.zeros(1)]
+    with pytest.raises(autoreg.UnregisteredTensorError, match=r"Strict\.empty = .* is a leaf"):
+        module.empty = torch.zeros(1, requires_grad=True)
+    assert module.empty == []
+    assert vars(module)["_autoreg_owned"] == {"declared": "buffer", "empty": "container"}
