@@ -17,6 +17,7 @@ import enum
 import inspect
 import sys
 import types
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, TypeAlias, Union, get_args, get_origin
 
 import torch
@@ -44,7 +45,7 @@ Plain: TypeAlias = Annotated[torch.Tensor, Declaration.PLAIN]
 """A tensor attribute that autoreg never registers or moves."""
 
 
-def read_declarations(cls: type, declares: Any) -> dict[str, Declaration]:
+def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, Declaration]:
     """Map each declared attribute of ``cls`` to its declaration.
 
     ``declares(klass)`` tells whether the annotations of ``klass``, a class in ``cls.__mro__``,
