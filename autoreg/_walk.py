@@ -69,8 +69,10 @@ def map_tensors(value: _T, convert: Callable[[torch.Tensor], torch.Tensor]) -> _
     def walk(item: Any) -> Any:
         if isinstance(item, torch.Tensor):
             return convert(item)
-        if not isinstance(item, CONTAINERS) or id(item) in done:
-            return done.get(id(item), item)
+        if not isinstance(item, CONTAINERS):
+            return item
+        if id(item) in done:  # shared, or a cycle: visited once
+            return done[id(item)]
         done[id(item)] = item
         if isinstance(item, dict):
             for key, child in item.items():
