@@ -73,24 +73,13 @@ class AutoUpdate(autoreg.Module):
         self.running = torch.zeros(4)
 
 
-class AutoUpdateWarn(autoreg.Module, warn=True):
-    forward = _update_forward
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps = torch.zeros((), dtype=torch.long)
-        self.running = torch.zeros(4)
+class AutoUpdateWarn(AutoUpdate, warn=True):
+    pass
 
 
-class AutoUpdateStrict(autoreg.Module, strict=True):
+class AutoUpdateStrict(AutoUpdate, strict=True):
     steps: torch.Tensor
     running: autoreg.Persistent
-    forward = _update_forward
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps = torch.zeros((), dtype=torch.long)
-        self.running = torch.zeros(4)
 
 
 class TwinUpdate(nn.Module):
