@@ -5,10 +5,15 @@ read them as ``torch.Tensor``; autoreg reads the marker. A bare ``torch.Tensor``
 ``Optional[torch.Tensor]``) annotation declares a buffer whose persistence follows the class.
 
 Annotations are read lazily, the first time an instance needs them, so that forward references and
-``from __future__ import annotations`` resolve against the finished module. Only classes that use
-autoreg, and plain mixins, declare: the annotations of an ordinary ``nn.Module`` base (``nn.Linear``
-has ``weight: Tensor``) describe that class as it is, for TorchScript and type checkers, and are
-not read as declarations.
+``from __future__ import annotations`` resolve against the finished module. Python 3.14 evaluates
+annotations lazily itself: there they are read with ``annotationlib`` in the FORWARDREF format, so
+that a name which does not evaluate (e.g. one imported only under ``TYPE_CHECKING``) comes back as a
+``ForwardRef`` and declares nothing, as its string does before 3.14, instead of raising
+``NameError`` at construction.
+
+Only classes that use autoreg, and plain mixins, declare: the annotations of an ordinary
+``nn.Module`` base (``nn.Linear`` has ``weight: Tensor``) describe that class as it is, for
+TorchScript and type checkers, and are not read as declarations.
 """
 
 from __future__ import annotations
@@ -18,7 +23,16 @@ import inspect
 import sys
 import types
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, TypeAlias, Union, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    ForwardRef,
+    TypeAlias,
+    Union,
+    get_args,
+    get_origin,
+)
 
 import torch
 from torch import nn
@@ -56,13 +70,32 @@ def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, 
     for klass in reversed(cls.__mro__):
         if not declares(klass):
             continue
-        for name, annotation in inspect.get_annotations(klass).items():
+        for name, annotation in _own_annotations(klass).items():
             found[name] = _classify(_resolve(annotation, klass))
     return {name: declaration for name, declaration in found.items() if declaration is not None}
 
 
+if sys.version_info >= (3, 14):
+    import annotationlib
+
+    def _own_annotations(klass: type) -> dict[str, Any]:
+        """The annotations ``klass`` itself declares; names that do not evaluate are ForwardRefs."""
+        return annotationlib.get_annotations(klass, format=annotationlib.Format.FORWARDREF)
+
+else:
+
+    def _own_annotations(klass: type) -> dict[str, Any]:
+        """The annotations ``klass`` itself declares, strings left unevaluated."""
+        return inspect.get_annotations(klass)
+
+
 def _resolve(annotation: Any, klass: type) -> Any:
-    """Evaluate a string annotation where its class was written; None when it cannot be resolved."""
+    """Evaluate a string annotation where its class was written; None when it cannot be resolved.
+
+    A ``ForwardRef`` (what Python 3.14 gives for a name it could not evaluate) is its string.
+    """
+    if isinstance(annotation, ForwardRef):
+        annotation = annotation.__forward_arg__
     if not isinstance(annotation, str):
         return annotation
     try:
