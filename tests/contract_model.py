@@ -1,0 +1,358 @@
+"""The README's contract table, restated as a reference model for ``tests/test_model_based.py``.
+
+``Reference`` says what ``self.name = value``, ``del self.name``, ``register_buffer`` and ``.to()``
+do to each name of one module, in the order of the README's table; ``ClassModel`` holds what
+autoreg keeps per class (mode, default persistence, the warnings already given). Values are
+described, not held: ``T(dtype, grad)`` for a tensor, ``Own("w")`` for the module's own parameter
+(or ``Own("fixed")``, its buffer) inside a container, ``("list" | "tuple" | "dict", items)`` for a
+container, ``MODULE``, ``None`` or ``3``.
+
+Messages of autoreg's warnings and strict errors are described by their kind: ``("grad",)`` (a
+leaf that requires grad), ``("slot",)`` (a name that cannot hold a buffer), ``("register",
+"persistent" | "non-persistent")`` and ``("carry",)`` (an undeclared tensor), ``("container",
+type, count)`` (a container holding unregistered tensors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+UNDECLARED = ("a", "b")
+DECLARED = {"p": True, "n": False, "t": None}  # persistence; None follows the class keyword
+PLAIN = "pl"  # annotated autoreg.Plain
+PROPERTY = "prop"  # a property whose setter stores the value (in __dict__["_prop"])
+CLASS_ATTRIBUTES = (PROPERTY, "meth", "default")  # a property, a method, a class-level default
+NO_SLOT = (*CLASS_ATTRIBUTES, "x.y")  # names that cannot hold a buffer
+NAMES = (*UNDECLARED, *DECLARED, PLAIN, *NO_SLOT)
+FIXED = ("w", "fixed")  # the module's own parameter and persistent buffer, never operated on
+
+TENSORS = ("float", "long", "grad_leaf", "grad_result")
+EXPLICIT = ("param", "buffer_persistent", "buffer_non_persistent", "module")
+SCALARS = ("none", "int")
+CONTAINERS = ("list", "tuple", "dict", "nested", "empty", "own", "grad_list")
+KINDS = (*TENSORS, *EXPLICIT, *SCALARS, *CONTAINERS)
+
+MODULE = ("module",)
+
+
+@dataclass(frozen=True)
+class T:
+    """A tensor that is not the module's own."""
+
+    dtype: torch.dtype
+    grad: bool = False
+
+
+@dataclass(frozen=True)
+class Own:
+    """The module's own parameter ``w`` or buffer ``fixed``, held in a container."""
+
+    name: str
+
+
+F32, I64 = T(torch.float32), T(torch.int64)
+DEEP = ("tuple", (F32, ("dict", (("deep", I64),))))  # inside "nested"
+DESCRIPTIONS: dict[str, Any] = {
+    "float": F32,
+    "long": I64,
+    "grad_leaf": T(torch.float32, grad=True),
+    "grad_result": T(torch.float32, grad=True),
+    "param": T(torch.float32, grad=True),
+    "buffer_persistent": F32,
+    "buffer_non_persistent": F32,
+    "module": MODULE,
+    "none": None,
+    "int": 3,
+    "list": ("list", (F32, I64)),
+    "tuple": ("tuple", (F32, 3)),
+    "dict": ("dict", (("k", F32),)),
+    "nested": ("dict", (("k", ("list", (F32, DEEP))),)),
+    "empty": ("list", ()),
+    "own": ("list", (Own("w"), Own("fixed"))),
+    "grad_list": ("list", (T(torch.float32, grad=True),)),
+}
+
+
+def is_container(value: Any) -> bool:
+    return isinstance(value, tuple) and value[0] in ("list", "tuple", "dict")
+
+
+def items(value: Any) -> Iterator[tuple[str, Any]]:
+    """``(index as Python writes it, item)`` for a container description."""
+    if value[0] == "dict":
+        for key, item in value[1]:
+            yield f"[{key!r}]", item
+    else:
+        for index, item in enumerate(value[1]):
+            yield f"[{index}]", item
+
+
+def tensors(value: Any, path: str = "") -> Iterator[tuple[str, T | Own]]:
+    """``(path, tensor)`` for a tensor description or each one nested in a container."""
+    if isinstance(value, (T, Own)):
+        yield path, value
+    elif is_container(value):
+        for index, item in items(value):
+            yield from tensors(item, path + index)
+
+
+def rebuild(value: Any, convert: Any) -> Any:
+    """``value`` with each tensor description replaced by ``convert(tensor)``."""
+    if isinstance(value, (T, Own)):
+        return convert(value)
+    if not is_container(value):
+        return value
+    if value[0] == "dict":
+        return ("dict", tuple((key, rebuild(item, convert)) for key, item in value[1]))
+    return (value[0], tuple(rebuild(item, convert) for item in value[1]))
+
+
+def loose(value: Any) -> int:
+    """How many tensors of a container only autoreg would move: neither own nor requiring grad."""
+    return sum(isinstance(t, T) and not t.grad for _, t in tensors(value))
+
+
+@dataclass(frozen=True)
+class Entry:
+    role: str  # "param" | "buffer" | "module" | "carried" | "plain"
+    value: Any
+    persistent: bool = False  # buffers
+    auto: bool = False  # a buffer autoreg registered
+    container: bool = False  # carried: autoreg carries a container, not a tensor
+
+    def view(self) -> tuple[str, Any, bool]:
+        """What can be observed: carried and plain attributes differ only in what .to() does."""
+        role = "attribute" if self.role in ("carried", "plain") else self.role
+        return role, self.value, self.persistent
+
+
+@dataclass
+class ClassModel:
+    """What autoreg keeps per class: the mode, the default persistence, the warnings given."""
+
+    mode: str  # "register" | "warn" | "strict"
+    persistent: bool
+    warned: set[tuple[str, str]] = field(default_factory=set)
+
+
+class RefusedError(Exception):
+    """An assignment refused by strict mode; ``args[0]`` describes the message."""
+
+
+Outcome = tuple[tuple[str, Any] | None, tuple[Any, ...]]  # (exception, message) | None, warnings
+
+
+class Reference:
+    """The README's contract table, row by row: what each operation does to each name."""
+
+    def __init__(self, cls: ClassModel) -> None:
+        self.cls = cls
+        self.state: dict[str, Entry] = {
+            "w": Entry("param", T(torch.float32, grad=True)),
+            "fixed": Entry("buffer", F32, persistent=True),
+        }
+        self.warnings: list[Any] = []
+
+    # --- operations: each returns the outcome, and changes the state only if nothing raised --
+
+    def assign(self, name: str, kind: str, constructing: bool) -> Outcome:
+        self.warnings = []
+        try:
+            error = self._assign(name, kind, constructing)
+        except RefusedError as refused:
+            return ("UnregisteredTensorError", refused.args[0]), tuple(self.warnings)
+        return ((error, None) if error else None), tuple(self.warnings)
+
+    def delete(self, name: str) -> Outcome:
+        if name == PROPERTY or name not in self.state:  # the property has no deleter
+            return ("AttributeError", None), ()
+        del self.state[name]
+        return None, ()
+
+    def register_buffer(self, name: str, kind: str, persistent: bool) -> Outcome:
+        """An explicit ``register_buffer`` takes over a name autoreg registered or carries."""
+        held = self.state[name].role if name in self.state else None
+        if name in NO_SLOT or held in ("param", "module", "plain"):
+            return ("KeyError", None), ()  # "attribute ... already exists", or dotted
+        if kind == "int":
+            return ("TypeError", None), ()  # and the previous state is restored
+        self.state[name] = Entry("buffer", DESCRIPTIONS[kind], persistent)
+        return None, ()
+
+    def append(self, name: str) -> None:
+        """``self.name.append(tensor)`` on a list attribute: a carried list moves as it is now."""
+        entry = self.state.get(name)
+        if entry is not None and is_container(entry.value) and entry.value[0] == "list":
+            self.state[name] = replace(entry, value=("list", (*entry.value[1], F32)))
+
+    def to(self, dtype: torch.dtype) -> None:
+        """``.to(dtype)``: parameters, buffers and carried tensors convert; plain ones stay."""
+        old = self.state["fixed"].value.dtype
+
+        def registered(t: T | Own) -> T | Own:  # nn.Module converts every floating tensor
+            return replace(t, dtype=dtype) if isinstance(t, T) and t.dtype.is_floating_point else t
+
+        def carried(t: T | Own) -> T | Own:  # ... autoreg those that do not require grad
+            return t if isinstance(t, T) and t.grad else registered(t)
+
+        def plain(t: T | Own) -> T | Own:  # a plain container keeps the buffer it was given
+            return T(old) if t == Own("fixed") and old != dtype else t
+
+        convert = {"param": registered, "buffer": registered, "carried": carried}
+        for name, entry in self.state.items():
+            rule = convert.get(entry.role, plain if entry.role == "plain" else None)
+            if rule is not None:
+                self.state[name] = replace(entry, value=rebuild(entry.value, rule))
+
+    # --- observables ----------------------------------------------------------------------------
+
+    def view(self) -> dict[str, tuple[str, Any, bool]]:
+        return {name: entry.view() for name, entry in self.state.items()}
+
+    def moved(self) -> set[tuple[str, str]]:
+        """``(name, path)`` of each tensor that ``.to()`` hands to its conversion function."""
+        found = set()
+        for name, entry in self.state.items():
+            if entry.role in ("param", "buffer") and isinstance(entry.value, T):
+                found.add((name, ""))
+            elif entry.role == "carried":
+                found |= {
+                    (name, path)
+                    for path, t in tensors(entry.value)
+                    if isinstance(t, T) and not t.grad
+                }
+        return found
+
+    def buffers(self) -> set[str]:
+        return {n for n, e in self.state.items() if e.role == "buffer" and e.value is not None}
+
+    def state_dict_keys(self) -> set[str]:
+        return {
+            name
+            for name, entry in self.state.items()
+            if entry.value is not None
+            and (entry.role == "param" or (entry.role == "buffer" and entry.persistent))
+        }
+
+    # --- the table ------------------------------------------------------------------------------
+
+    def _assign(self, name: str, kind: str, constructing: bool) -> str | None:
+        current = self.state.get(name)
+        held = current.role if current else None
+        value = DESCRIPTIONS[kind]
+        if kind in EXPLICIT or held in ("param", "buffer", "module"):
+            return self._explicit(name, kind, current, constructing)
+        if kind in SCALARS:
+            # A non-tensor for a name autoreg carried: a plain attribute, and autoreg forgets the
+            # name; None keeps it carried (runtime state reset, then set again).
+            if kind == "none" and current is not None and held == "carried":
+                self.state[name] = replace(current, value=None)
+            else:
+                self.state[name] = Entry("plain", value)
+            return None
+        if kind in CONTAINERS:
+            self._container(name, value)
+            return None
+        self._tensor(name, value, kind, current, constructing)
+        return None
+
+    def _explicit(
+        self, name: str, kind: str, current: Entry | None, constructing: bool
+    ) -> str | None:
+        """An nn.Parameter, nn.Buffer or module, or any value for a name that holds one."""
+        held = current.role if current else None
+        value = DESCRIPTIONS[kind]
+        if kind == "param":
+            self.state[name] = Entry("param", value)
+            return None
+        if kind == "module":
+            if held == "param":  # a parameter takes only a Parameter or None
+                return "TypeError"
+            self.state[name] = Entry("module", value)
+            return None
+        if kind.startswith("buffer"):
+            if held in ("param", "module"):
+                return "TypeError"
+            if held == "plain":
+                return "KeyError"  # "attribute ... already exists"
+            # A Buffer over a carried name or any buffer takes the name, with its persistence.
+            self.state[name] = Entry("buffer", value, persistent=kind == "buffer_persistent")
+            return None
+        assert current is not None
+        if kind == "none":
+            self.state[name] = replace(current, value=None)
+            return None
+        if held in ("param", "module"):
+            return "TypeError"  # only their own kind or None
+        # held == "buffer": a tensor keeps the buffer and its persistence.
+        if kind in TENSORS:
+            self.state[name] = replace(current, value=value)
+            return None
+        if not current.auto:
+            return "TypeError"  # nn.Module: "cannot assign 'int' as buffer"
+        # A non-tensor for a buffer autoreg registered: autoreg forgets the name, which then
+        # takes the value as a name that holds nothing.
+        del self.state[name]
+        try:
+            self._assign(name, kind, constructing)
+        except RefusedError:
+            self.state[name] = current
+            raise
+        return None
+
+    def _container(self, name: str, value: Any) -> None:
+        """A list, tuple or dict: carried; strict refuses it if it holds unregistered tensors."""
+        if name == PLAIN:
+            self.state[name] = Entry("plain", value)
+            return
+        count = loose(value)
+        if count and self.cls.mode != "register":
+            self._enforce("container", name, ("container", value[0], count))
+        # A property's setter stores the container where autoreg never sees it.
+        role = "plain" if name == PROPERTY else "carried"
+        self.state[name] = Entry(role, value, container=True)
+
+    def _tensor(
+        self, name: str, value: T, kind: str, current: Entry | None, constructing: bool
+    ) -> None:
+        """A plain tensor for a name that holds no parameter, buffer or submodule."""
+        carried = current is not None and current.role == "carried" and not current.container
+        if carried and not value.grad:
+            self.state[name] = replace(current, value=value)  # type: ignore[arg-type]
+            return  # runtime state updated: no check, no warning
+        if name == PLAIN or value.grad:
+            # grad: a plain attribute, as in nn.Module; a leaf is probably meant as a Parameter.
+            if name != PLAIN and kind == "grad_leaf":
+                self._enforce("grad", name, ("grad",), warn_always=True)
+            self.state[name] = Entry("plain", value)
+            return
+        if name in NO_SLOT:
+            # A name that cannot hold a buffer: nn.Module's behaviour.
+            self._enforce("slot", name, ("slot",))
+            self.state[name] = Entry("plain", value)
+            return
+        register = name in DECLARED or constructing
+        persistent = self._persistence(name)
+        if name not in DECLARED:
+            how = "persistent" if persistent else "non-persistent"
+            self._enforce("undeclared", name, ("register", how) if register else ("carry",))
+        if register:
+            self.state[name] = Entry("buffer", value, persistent, auto=True)
+        else:
+            self.state[name] = Entry("carried", value)
+
+    def _persistence(self, name: str) -> bool:
+        declared = DECLARED.get(name)
+        return self.cls.persistent if declared is None else declared
+
+    def _enforce(self, kind: str, name: str, message: Any, warn_always: bool = False) -> None:
+        """Strict mode refuses; warn mode (or, for ``warn_always``, any mode) warns once."""
+        if self.cls.mode == "strict":
+            raise RefusedError(message)
+        if (self.cls.mode == "warn" or warn_always) and (kind, name) not in self.cls.warned:
+            self.cls.warned.add((kind, name))
+            self.warnings.append(message)
