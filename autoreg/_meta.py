@@ -28,6 +28,16 @@ calls in it create their tensors on the module's device, without ``device=`` arg
 the same after ``model.load_state_dict(checkpoint, assign=True)`` on a meta model (no
 ``to_empty``): the recomputed buffers land next to the loaded weights. Carried runtime tensors are
 not recomputed: the code that created them (usually ``forward``) does that again.
+
+The recomputed buffers keep the dtype and the device they had. A method that computes
+``inv_freq`` in the default float32, run after ``model.double()`` (or after
+``from_pretrained(..., dtype=torch.float64)``), gives a float64 buffer: exactly what building the
+model normally and then calling ``.double()`` gives. The rule: a floating buffer that the method
+replaces with a floating tensor of another dtype is converted back to the dtype it had; other
+buffers (integer, bool, complex) keep the dtype the method chose, as ``.to(dtype)`` would leave
+them. A buffer that was on a real device comes back on that device; one that was a meta
+placeholder (after ``load_state_dict(..., assign=True)``) stays where the method created it, on
+the module's device.
 """
 
 from __future__ import annotations
@@ -51,6 +61,8 @@ def reset_buffers(module: nn.Module) -> list[str]:
     is not on the meta device, else of its submodules', else its nearest ancestor's device. Meta
     tensors are placeholders - after ``load_state_dict(..., assign=True)`` the non-persistent
     buffers are still on meta - so ``d`` is ``meta`` only for a module whose tensors all are.
+    Afterwards each floating buffer of the module gets back the floating dtype it had before the
+    call, and each buffer that was not on meta the device it was on (see the module docstring).
     """
     reset: list[str] = []
     devices: dict[str, torch.device | None] = {}
@@ -65,10 +77,34 @@ def reset_buffers(module: nn.Module) -> list[str]:
         if not callable(method):
             continue
         placement = torch.device(device) if device is not None else contextlib.nullcontext()
+        before = {
+            key: (buffer.dtype, buffer.device)
+            for key, buffer in submodule._buffers.items()
+            if buffer is not None
+        }
         with torch.no_grad(), placement:
             method()
+            _restore_placement(submodule, before)
         reset.append(name)
     return reset
+
+
+def _restore_placement(
+    module: nn.Module, before: dict[str, tuple[torch.dtype, torch.device]]
+) -> None:
+    """Give each recomputed buffer of ``module`` the floating dtype and the device it had."""
+    for key, buffer in list(module._buffers.items()):
+        if buffer is None or key not in before:
+            continue
+        dtype, device = before[key]
+        if not (dtype.is_floating_point and buffer.dtype.is_floating_point):
+            dtype = buffer.dtype
+        if device.type == "meta":  # a placeholder: the method chose where the value lives
+            device = buffer.device
+        if buffer.dtype != dtype or buffer.device != device:
+            # Through __setattr__, as the method assigned it: the buffer keeps its persistence,
+            # and a module whose own __setattr__ watches buffers sees the new value.
+            setattr(module, key, buffer.to(device=device, dtype=dtype))
 
 
 def _first_tensor(module: nn.Module) -> torch.Tensor | None:

@@ -253,3 +253,83 @@ def test_reset_buffers_works_on_plain_nn_modules() -> None:
 
     assert reset_buffers(twin) == [""]
     assert torch.equal(twin.causal, torch.ones(4, 4, dtype=torch.bool).tril())
+
+
+# --- reset_buffers keeps the dtype and device each buffer had ----------------------------------
+
+
+class TwinRotary(nn.Module):
+    """Rotary with its buffers registered by hand, same reset_buffers() convention."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.dim = dim
+        self.register_buffer("inv_freq", torch.empty(dim // 2), persistent=False)
+        self.register_buffer("positions", torch.empty(16, dtype=torch.long), persistent=False)
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.inv_freq = 1.0 / 10_000 ** (torch.arange(0, self.dim, 2) / self.dim)
+        self.positions = torch.arange(16)
+
+
+@pytest.mark.parametrize("cls", [Rotary, TwinRotary], ids=["autoreg", "twin"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["float64", "bfloat16"])
+def test_reset_buffers_after_a_dtype_move_keeps_the_buffers_dtype(
+    cls: type[nn.Module], dtype: torch.dtype
+) -> None:
+    """The method computes in float32; the buffer comes back as `cls().to(dtype)` has it."""
+    expected = cls().to(dtype)
+    with torch.device("meta"):
+        rotary = cls()
+    rotary.to_empty(device="cpu")
+    rotary.to(dtype)
+
+    reset_buffers(rotary)
+
+    assert rotary.inv_freq.dtype == dtype  # was float32 before the fix, for both
+    assert rotary.positions.dtype == torch.long  # integer buffers keep the computed dtype
+    assert "inv_freq" not in rotary.state_dict()  # still a non-persistent buffer
+    for name, buffer in expected.named_buffers():
+        assert torch.equal(rotary.get_buffer(name), buffer), name
+
+
+def test_reset_buffers_after_double_gives_the_outputs_of_a_double_model() -> None:
+    reference = _reference().double()
+    net = _meta_net()
+    net.to_empty(device="cpu")
+    net.double()
+    net.load_state_dict(reference.state_dict())
+
+    reset_buffers(net)
+
+    expected = dict(reference.named_buffers())
+    assert {name: b.dtype for name, b in net.named_buffers()} == {
+        name: b.dtype for name, b in expected.items()
+    }
+    for name in ("block.rope.inv_freq", "block.rope.positions", "causal", "stats"):
+        assert torch.equal(net.get_buffer(name), expected[name]), name
+    # row_norms derives from the float64 weights: computed in float64, closer to the truth than
+    # the reference's float32 result converted to float64.
+    torch.testing.assert_close(net.block.row_norms, expected["block.row_norms"])
+    x = torch.randn(3, 8, dtype=torch.float64)
+    torch.testing.assert_close(net(x), reference(x), rtol=1e-6, atol=1e-6)
+
+
+def test_a_floating_buffer_recomputed_as_an_integer_keeps_the_computed_dtype() -> None:
+    """Only floating-to-floating changes are undone: the method may change the kind on purpose."""
+
+    class Counter(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = torch.zeros(2)
+
+        def reset_buffers(self) -> None:
+            self.steps = torch.zeros(2, dtype=torch.long)
+
+    counter = Counter().double()
+
+    reset_buffers(counter)
+
+    assert counter.steps.dtype == torch.long
+    assert counter._buffers["steps"] is counter.steps
