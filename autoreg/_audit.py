@@ -12,7 +12,15 @@ that reaches it, in ``named_modules()`` order. Not findings:
 - parameters and buffers of any module in the tree, wherever else they are referenced;
 - what an autoreg module carries (roles "carried" and "container" in ``_autoreg_owned``): its
   ``_apply`` converts those tensors - except the ones that require grad, which it leaves, so
-  those are findings;
+  those are findings. The record is trusted only on an instance of an autoreg class: an instance
+  unpickled after its class went back to ``nn.Module`` keeps a stale ``_autoreg_owned`` that no
+  ``_apply`` acts on any more;
+- a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
+  whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
+  the model fills it in an eval forward and looks entries up by the device it runs on, and its
+  ``_apply`` empties it, so ``.to()`` leaves nothing behind. Without such an ``_apply``, a dtype
+  move would leave the cached entries in their old dtype, and the model would read them: a
+  finding, whose fix says to empty the cache in ``_apply``;
 - names an autoreg class declares ``autoreg.Plain``: kept in place on purpose;
 - nn.Module's internal attributes and autoreg's own ``_autoreg_*`` keys;
 - the tensor a forward pre-hook of ``torch.nn.utils.prune``, ``weight_norm`` or ``spectral_norm``
@@ -95,6 +103,10 @@ FIX_CONTAINER_OR_CARRY: Final = (
 )
 FIX_NESTED: Final = (
     "subclass autoreg.Module (it carries nested containers), or one buffer per tensor"
+)
+FIX_DEVICE_CACHE: Final = (
+    "a per-device cache: .to(dtype) leaves its entries in their old dtype and the model reads "
+    "them; empty it in {cls}._apply (as timm's levit does), or do not cache"
 )
 FIX_MODULE_IN_CONTAINER: Final = (
     "nn.{container}: a module in a plain {kind} is invisible to .to(), state_dict() and "
@@ -191,8 +203,10 @@ def _audit(
     """
     reported = {id(finding.tensor) for finding in findings}
     for prefix, sub in root.named_modules(prefix=base):
-        owned: dict[str, str] = sub.__dict__.get(_OWNED) or {}
+        owned = _owned(sub)
         for name, value in _candidates(sub):
+            if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
+                continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except tensors that require grad.
             carried = reached and owned.get(name) in (_CARRIED, _CONTAINER)
             for path, tensor in iter_tensors(value, _join(prefix, name)):
@@ -250,7 +264,7 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
     _check_module(module, "register_tensors")
     registered: list[str] = []
     for prefix, sub in module.named_modules():
-        owned: dict[str, str] = sub.__dict__.get(_OWNED) or {}
+        owned = _owned(sub)
         for name, value in _candidates(sub):
             if (
                 not isinstance(value, torch.Tensor)
@@ -284,6 +298,40 @@ def _check_module(module: object, function: str) -> None:
     else:
         value = describe(module)
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
+
+
+def _owned(module: nn.Module) -> dict[str, str]:
+    """The names autoreg owns on ``module``, from its record; ``{}`` if its class is not autoreg's.
+
+    An instance pickled from an autoreg class and unpickled after the class went back to
+    ``nn.Module`` keeps ``_autoreg_owned`` in its ``__dict__``, but nothing carries its tensors.
+    """
+    if not isinstance(module, AutoRegisterMixin):
+        return {}
+    owned: dict[str, str] = module.__dict__.get(_OWNED) or {}
+    return owned
+
+
+def _is_device_cache(value: object) -> bool:
+    """Whether ``value`` is a non-empty dict keyed by device names, as ``str(tensor.device)``."""
+    return isinstance(value, dict) and bool(value) and all(map(_is_device_name, value))
+
+
+def _is_device_name(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    try:
+        return str(torch.device(key)) == key
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
+def _overrides_apply(cls: type) -> bool:
+    """Whether a class of ``cls.__mro__`` outside torch and autoreg defines ``_apply``."""
+    return any(
+        "_apply" in vars(klass) and klass.__module__.partition(".")[0] not in ("torch", "autoreg")
+        for klass in cls.__mro__
+    )
 
 
 def _candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
@@ -327,6 +375,8 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
         if isinstance(module, AutoRegisterMixin):
             return FIX_DECLARE.format(name=name, cls=cls)
         return FIX_BUFFER.format(name=name)
+    if _is_device_cache(value):
+        return FIX_DEVICE_CACHE.format(cls=cls)
     kind = "dict" if isinstance(value, dict) else "list"
     if tensor.requires_grad:
         if not tensor.is_leaf:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import pickle
+import sys
 import warnings
 from typing import Any, NamedTuple
 
@@ -482,3 +484,104 @@ def test_findings_are_exactly_the_tensors_that_to_leaves_behind(
         if tensor.device.type == "cpu" and id(tensor) not in registered
     }
     assert reported == left_behind
+
+
+# --- records left by old pickles, and per-device caches ------------------------------------------
+
+
+class Reverted(autoreg.Module):
+    """Pickled while it is an autoreg class; unpickled after it went back to nn.Module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+class RevertedToNNModule(nn.Module):
+    """``Reverted``, after the class went back to ``nn.Module``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+def test_a_record_left_by_an_old_pickle_is_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instance keeps autoreg's record of what it carried, but nothing carries it any more."""
+    module = Reverted()
+    module.last = torch.ones(2)  # carried while the class is autoreg's
+    module.history = [torch.zeros(2)]
+    assert paths(module) == []
+    data = pickle.dumps(module)
+    monkeypatch.setattr(sys.modules[__name__], "Reverted", RevertedToNNModule)
+
+    loaded = pickle.loads(data)
+
+    assert type(loaded) is RevertedToNNModule
+    assert paths(loaded) == ["last", "history[0]"]  # main: [] (the stale record was trusted)
+    loaded.double()
+    assert loaded.last.dtype == loaded.history[0].dtype == torch.float32  # they did stay behind
+    assert autoreg.register_tensors(loaded) == ["last"]  # the stale record does not stop it
+
+
+class DeviceCache(nn.Module):
+    """Caches a tensor derived from its weight per device in forward, as timm's levit does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3))
+        self.cache: dict[str, torch.Tensor] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = str(x.device)
+        if key not in self.cache:
+            self.cache[key] = self.weight.detach() * 2
+        return x * self.cache[key]
+
+
+class EmptiedDeviceCache(DeviceCache):
+    """Empties its per-device cache in _apply, as timm's levit and efficientformerv2 do."""
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        self.cache = {}
+        return super()._apply(fn, recurse)
+
+
+def test_a_per_device_cache_that_apply_empties_is_not_a_finding() -> None:
+    module = EmptiedDeviceCache()
+    module(torch.ones(3))
+    assert list(module.cache) == ["cpu"]
+
+    assert paths(module) == []
+    module.double()  # why: .to() leaves nothing behind, the model refills the cache
+    assert module.cache == {}
+    assert module(torch.ones(3, dtype=torch.float64)).dtype == torch.float64
+    assert module.cache["cpu"].dtype == torch.float64
+
+
+def test_a_per_device_cache_that_apply_keeps_is_a_finding_with_its_fix() -> None:
+    module = DeviceCache()
+    module(torch.ones(3))
+
+    [finding] = autoreg.find_unregistered(module)
+
+    assert finding.path == "cache['cpu']"
+    assert finding.fix == (
+        "a per-device cache: .to(dtype) leaves its entries in their old dtype and the model reads "
+        "them; empty it in DeviceCache._apply (as timm's levit does), or do not cache"
+    )
+    module.double()  # why: the float32 entry stays, and forward reads it
+    assert module.cache["cpu"].dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [{"k": torch.ones(1)}, {"cpu": torch.ones(1), "k": torch.ones(1)}, {0: torch.ones(1)}],
+    ids=["name", "mixed", "index"],
+)
+def test_a_dict_not_keyed_by_device_names_is_a_finding_even_if_apply_is_overridden(
+    cache: dict[Any, torch.Tensor],
+) -> None:
+    module = EmptiedDeviceCache()
+    module.cache = cache
+
+    assert len(autoreg.find_unregistered(module)) == len(cache)
