@@ -16,6 +16,7 @@ from ._errors import (
     ExportError,
     UnregisteredTensorError,
 )
+from ._forward import ForwardFinding, audit_forward
 from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
 
@@ -31,11 +32,13 @@ __all__ = [
     "ConfigurationError",
     "ExportError",
     "Finding",
+    "ForwardFinding",
     "Module",
     "NonPersistent",
     "Persistent",
     "Plain",
     "UnregisteredTensorError",
+    "audit_forward",
     "find_unregistered",
     "register_tensors",
     "reset_buffers",

@@ -1,0 +1,728 @@
+"""Audit one forward pass for the tensors that ``.to()`` can never reach: those made in ``forward``.
+
+Design note
+-----------
+Registration fixes the tensors a module stores. It cannot fix the ones ``forward`` makes on the
+default device - ``torch.arange(n)``, ``torch.tensor([...])``, ``torch.zeros(...)`` without
+``device=`` - nor the ones ``forward`` takes from outside the module: a module-level global, a
+closure, a config object, a numpy array. Those work on the CPU and fail on the GPU, usually after
+deployment. ``audit_forward`` finds them without a GPU:
+
+1. It deep-copies the model (parameters go straight to the stand-in device through the copy's
+   memo, so no weight is duplicated) and moves the copy with its own ``.to()``, so that what
+   ``.to()`` leaves behind on the real device is left behind here too. The inputs are copied and
+   moved with it. The caller's model, inputs and random number generators are left as they were.
+2. It runs one forward of the copy on the stand-in device, ``meta`` (no memory, no values), under
+   ``_Audit``, a ``TorchDispatchMode`` that sees the tensor arguments of every ATen operation.
+   Factory calls without ``device=`` still land on the default device: nothing redirects them.
+3. Each operation is judged by CUDA's rules, not by meta's (``meta @ cpu`` succeeds where
+   ``cuda @ cpu`` raises): a CPU tensor with at least one dimension, next to a stand-in tensor, is
+   a device finding - except in the arguments CUDA takes from the CPU on purpose (``_CPU_OK``:
+   index tensors, ``copy_``'s source, packed-sequence lengths). A 0-dim CPU tensor is a scalar to
+   CUDA, never a finding. After recording it, the audit moves the stray to the stand-in device
+   and the pass goes on, so that one pass reports every stray.
+4. Where each stray came from: every tensor an operation makes from nothing (a factory, a numpy
+   array lifted by ``torch.tensor``, a copy back to the CPU) is tagged with the user's line that
+   made it - the first frame outside torch and autoreg; what an operation computes from tagged
+   tensors inherits the tag. A CPU tensor the pass meets untagged was made before ``forward``
+   (a global, a closure, a config object, ``torch.from_numpy``, a plain attribute ``.to()`` left
+   behind): it is tagged with the line where it entered. One finding per tagged line.
+5. A second pass converts the copy and the floating inputs to ``bfloat16`` and reports floating
+   tensors made in forward in another floating dtype that promote a ``bfloat16`` operation
+   (``float32`` constants upcasting a half-precision model), and tagged tensors of another dtype
+   an operation rejects next to ``bfloat16`` ones. A dtype written in the code (``dtype=`` in a
+   factory, ``.float()``, ``.to(torch.float32)``) is deliberate, not a finding.
+
+Data-dependent reads cannot run on meta: a copy back to the CPU (``x.cpu()``, ``.numpy()``)
+gives zeros of the right shape, and ``.item()`` / ``bool(tensor)`` on a stand-in tensor stop the
+pass with ``ForwardAuditError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import linecache
+import os
+import random
+import sys
+import traceback
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any, Final, Generic, Literal, TypeVar
+
+import torch
+from torch import nn
+from torch.nn.parameter import UninitializedParameter
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map_only
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ._audit import Finding, find_unregistered
+from ._errors import AutoRegisterError, NotAModuleError, describe
+
+__all__ = ["ForwardAuditError", "ForwardFinding", "audit_forward", "format_forward"]
+
+STAND_IN: Final = torch.device("meta")
+LOW_PRECISION: Final = torch.bfloat16
+
+Kind = Literal["device", "dtype"]
+_V = TypeVar("_V")
+
+# --- the fix each finding suggests ---------------------------------------------------------------
+
+FIX_CREATED: Final = (
+    "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
+    "(autoreg.Module registers it)"
+)
+FIX_ENTERED: Final = (
+    "made before forward (a global, a closure, a config, numpy): make it a buffer in __init__ "
+    "(autoreg.Module registers it), or .to({ref}) here"
+)
+FIX_COPIED_BACK: Final = "keep it on the device: no .cpu() / .numpy() round trip, or .to({ref})"
+FIX_ATTRIBUTE: Final = "{path} is a plain attribute .to() leaves behind: {fix}"
+FIX_PROMOTES: Final = (
+    "dtype={ref}.dtype (or .to({ref})): this {stray} tensor turns {op} on {low} into {result}"
+)
+FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
+
+NOT_A_MODULE: Final = "audit_forward() takes an nn.Module instance, got {value}."
+CANNOT_COPY: Final = """\
+audit_forward() cannot deep-copy {cls}: {error}
+The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
+(copy.deepcopy)."""
+FORWARD_RAISED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: an operation meta cannot run \
+(nonzero, a shape that depends on values) stops it. {found}"""
+LOW_PRECISION_RAISED: Final = """\
+the forward of {cls} raised once converted to {low}, at {where}: {error}
+If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \
+{found}"""
+
+# --- CUDA's rules: the arguments that take a CPU tensor next to device tensors -------------------
+
+_CPU_OK: Final[dict[str, frozenset[str]]] = {
+    "copy_": frozenset({"self", "src"}),  # a transfer between devices
+    "index": frozenset({"indices"}),  # x[cpu_index]: CUDA moves the indices
+    "index_put": frozenset({"indices"}),
+    "index_put_": frozenset({"indices"}),
+    "_index_put_impl_": frozenset({"indices"}),
+    "_unsafe_index": frozenset({"indices"}),
+    "_unsafe_index_put": frozenset({"indices"}),
+    "_pack_padded_sequence": frozenset({"lengths"}),  # must be on the CPU
+    "ctc_loss": frozenset({"input_lengths", "target_lengths"}),
+    "_ctc_loss": frozenset({"input_lengths", "target_lengths"}),
+}
+# Operations that take another floating dtype next to bfloat16 on purpose: conversions, and the
+# normalisations whose CUDA kernels accept float32 weights and statistics with half inputs.
+_MIXED_OK: Final = frozenset(
+    {
+        "copy_",
+        "_to_copy",
+        "native_layer_norm",
+        "layer_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "batch_norm",
+        "cudnn_batch_norm",
+        "native_group_norm",
+        "group_norm",
+        "rms_norm",
+        "_fused_rms_norm",
+    }
+)
+_LIFTS: Final = frozenset({"lift_fresh", "lift_fresh_copy", "lift"})  # torch.tensor(data)
+_READS: Final = frozenset({"_local_scalar_dense", "is_nonzero", "equal"})  # to Python values
+
+_TORCH_DIR: Final = os.path.dirname(torch.__file__) + os.sep
+_AUTOREG_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# When forward is torch's own (nn.Linear), the line to report is in torch/nn/modules, not in the
+# module-calling machinery.
+_TORCH_MODULES: Final = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
+_MODULE_CALL: Final = os.path.join(_TORCH_MODULES, "module.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardFinding:
+    """A tensor of a forward pass that stays behind when the model moves, and how to fix it.
+
+    ``kind`` is ``"device"`` (a CPU tensor that would meet the model's device: CUDA raises) or
+    ``"dtype"`` (a tensor of another dtype that promotes or breaks a ``bfloat16`` operation).
+    ``filename`` and ``lineno`` are the user's line that made the tensor, or, for one made before
+    ``forward`` (``entered``), the line where it first entered it; ``source`` is that line's text.
+    ``op`` is the first operation that mixed it in, at ``op_filename:op_lineno``; ``tensor``
+    describes it (``float32[2, 3] cpu``); ``fix`` is what to write.
+    """
+
+    kind: Kind
+    filename: str
+    lineno: int
+    source: str
+    op: str
+    op_filename: str
+    op_lineno: int
+    tensor: str
+    entered: bool
+    fix: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.where}: {self.kind} stray {self.tensor}, first mixed in by {_op_where(self)}: "
+            f"{self.source}\n    fix: {self.fix}"
+        )
+
+    @property
+    def where(self) -> str:
+        """``path/to/file.py:12``, relative to the working directory when it lies under it."""
+        return f"{_short(self.filename)}:{self.lineno}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as JSON-ready values (what ``python -m autoreg audit --forward --json``
+        prints)."""
+        return {
+            "kind": self.kind,
+            "filename": self.filename,
+            "lineno": self.lineno,
+            "source": self.source,
+            "op": self.op,
+            "op_filename": self.op_filename,
+            "op_lineno": self.op_lineno,
+            "tensor": self.tensor,
+            "entered": self.entered,
+            "fix": self.fix,
+        }
+
+
+class ForwardAuditError(AutoRegisterError, RuntimeError):
+    """The forward pass could not run to its end on the stand-in device; ``findings`` so far."""
+
+    def __init__(self, message: str, findings: list[ForwardFinding]) -> None:
+        super().__init__(message)
+        self.findings = findings
+
+
+def audit_forward(
+    model: nn.Module,
+    /,
+    *args: Any,
+    backward: bool = False,
+    low_precision: torch.dtype | None = LOW_PRECISION,
+    **kwargs: Any,
+) -> list[ForwardFinding]:
+    """Every stray tensor of one ``model(*args, **kwargs)`` pass, judged by CUDA's rules.
+
+    Runs a copy of ``model`` and of the inputs on the meta device (no GPU, no memory), then a
+    second pass in ``low_precision`` (``None`` skips it), under ``torch.no_grad()`` unless
+    ``backward=True`` (then the backward of every output that requires grad is audited too).
+    ``model`` and the inputs are left as they were. Raises ``ForwardAuditError`` when the
+    forward cannot run to its end on the meta device.
+    """
+    if not isinstance(model, nn.Module):
+        raise NotAModuleError(NOT_A_MODULE.format(value=describe(model)))
+    findings: dict[tuple[str, str, int], ForwardFinding] = {}
+    with _rng_kept():
+        _run(model, args, kwargs, None, backward, findings)
+        if low_precision is not None:
+            _run(model, args, kwargs, low_precision, backward, findings)
+    return list(findings.values())
+
+
+def format_forward(findings: list[ForwardFinding], cls: str) -> str:
+    """The findings as a table, one line each, with a summary line (empty list: one line)."""
+    if not findings:
+        return f"Nothing in the forward of {cls} stays behind when it moves."
+    header = ("WHERE", "KIND", "TENSOR", "OP")
+    rows = [header] + [(f.where, f.kind, f.tensor, _op_where(f)) for f in findings]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + "  " + fix
+        for row, fix in zip(rows, ["FIX"] + [f.fix for f in findings], strict=True)
+    ]
+    count = len(findings)
+    summary = (
+        f"{count} {'stray' if count == 1 else 'strays'} in the forward of {cls}: "
+        "tensors that stay on the default device or dtype when the model moves."
+    )
+    return "\n".join([*lines, "", summary])
+
+
+# --- one pass -------------------------------------------------------------------------------------
+
+
+def _run(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    low: torch.dtype | None,
+    backward: bool,
+    findings: dict[tuple[str, str, int], ForwardFinding],
+) -> None:
+    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``."""
+    twin = _copy_model(model, low)
+    originals: _ByTensor[torch.Tensor] = _ByTensor()
+    inputs = _copy_inputs((args, kwargs), low, originals)
+    audit = _Audit(twin, low, findings, originals)
+    grad = torch.enable_grad() if backward else torch.no_grad()
+    try:
+        with _default_device_cpu(), grad, audit:
+            output = _call(twin, *inputs)
+            roots = [t for t in _tensors(output) if t.requires_grad]
+            if backward and roots:
+                torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
+    except Exception as error:
+        cls = type(model).__name__
+        filename, lineno = _error_line(error)
+        message = FORWARD_RAISED if low is None else LOW_PRECISION_RAISED
+        raise ForwardAuditError(
+            message.format(
+                cls=cls,
+                where=f"{_short(filename)}:{lineno}",
+                error=f"{type(error).__name__}: {error}",
+                low=_dtype_name(low),
+                found=_found(list(findings.values()), cls),
+            ),
+            list(findings.values()),
+        ) from error
+
+
+def _call(twin: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The forward call; the boundary where the search for the user's line stops."""
+    return twin(*args, **kwargs)
+
+
+def _copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
+    """A deep copy of ``model`` moved by its own ``.to()`` to the stand-in device (and ``low``).
+
+    Parameters enter the copy already on the stand-in device, through ``deepcopy``'s memo: the
+    weights are never duplicated, and a plain attribute aliasing a parameter follows it, as
+    ``.to()`` on a real device does (it swaps ``param.data`` in place).
+    """
+    memo: dict[int, Any] = {}
+    for parameter in model.parameters():
+        if isinstance(parameter, UninitializedParameter):  # a lazy module's: still lazy
+            memo[id(parameter)] = UninitializedParameter(  # type: ignore[call-arg]
+                parameter.requires_grad,  # type: ignore[arg-type]
+                device=STAND_IN,
+                dtype=parameter.dtype,
+            )
+        elif type(parameter) is nn.Parameter and parameter.layout == torch.strided:
+            stand_in = torch.empty_like(parameter, device=STAND_IN)
+            memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
+    try:
+        twin = copy.deepcopy(model, memo)
+    except Exception as error:
+        message = CANNOT_COPY.format(cls=type(model).__name__, error=_brief(error))
+        raise ForwardAuditError(message, []) from error
+    return twin.to(STAND_IN) if low is None else twin.to(STAND_IN, low)
+
+
+def _copy_inputs(inputs: Any, low: torch.dtype | None, originals: _ByTensor[torch.Tensor]) -> Any:
+    """The inputs, deep-copied, with every tensor nested in lists, tuples and dicts moved;
+    ``originals`` maps each moved tensor to the caller's (values read back come from it)."""
+    memo: dict[int, Any] = {}
+    for tensor in _tensors(inputs):
+        moved = tensor.detach().to(STAND_IN)
+        if low is not None and moved.is_floating_point():
+            moved = moved.to(low)
+        memo[id(tensor)] = moved.requires_grad_(tensor.requires_grad)
+        if tensor.device.type != STAND_IN.type:
+            originals[memo[id(tensor)]] = tensor.detach()
+    return copy.deepcopy(inputs, memo)
+
+
+def _found(findings: list[ForwardFinding], cls: str) -> str:
+    if not findings:
+        return "No stray found before."
+    return "Found before:\n" + format_forward(findings, cls)
+
+
+def _error_line(error: BaseException) -> tuple[str, int]:
+    """The user's line that raised ``error``: its innermost frame outside torch and autoreg."""
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        if not frame.filename.startswith((_TORCH_DIR, _AUTOREG_DIR)):
+            return frame.filename, frame.lineno or 0
+    for frame in reversed(frames):
+        if frame.filename.startswith(_TORCH_MODULES) and frame.filename != _MODULE_CALL:
+            return frame.filename, frame.lineno or 0
+    return "<unknown>", 0
+
+
+def _brief(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+@contextlib.contextmanager
+def _rng_kept() -> Iterator[None]:
+    """Restore torch's CPU generator, Python's and numpy's after the audit's passes."""
+    python_state = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(python_state)
+        if numpy is not None:
+            numpy.random.set_state(numpy_state)
+
+
+@contextlib.contextmanager
+def _default_device_cpu() -> Iterator[None]:
+    """Factories without ``device=`` go to the CPU, even inside a caller's device context."""
+    if torch.get_default_device().type == "cpu":
+        yield
+    else:
+        with torch.device("cpu"):
+            yield
+
+
+class _ByTensor(Generic[_V]):
+    """A value per tensor, by identity, that does not keep the tensor alive."""
+
+    def __init__(self) -> None:
+        self._map = WeakIdKeyDictionary()
+
+    def get(self, tensor: torch.Tensor) -> _V | None:
+        return self._map.get(tensor)  # type: ignore[no-any-return, no-untyped-call]
+
+    def __setitem__(self, tensor: torch.Tensor, value: _V) -> None:
+        self._map[tensor] = value
+
+    def __contains__(self, tensor: torch.Tensor) -> bool:
+        return tensor in self._map
+
+
+# --- the dispatch mode ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    """Where a tensor of the pass came from: made at ``filename:lineno``, or entered there."""
+
+    filename: str
+    lineno: int
+    entered: bool = False
+    typed: bool = False  # its dtype was written in the code: not a dtype stray
+    copied_back: bool = False  # a copy of a stand-in tensor to the CPU
+    attribute: Finding | None = None  # a plain attribute .to() left behind
+
+
+class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Judges every ATen operation of the pass by CUDA's rules and records the strays."""
+
+    def __init__(
+        self,
+        twin: nn.Module,
+        low: torch.dtype | None,
+        findings: dict[tuple[str, str, int], ForwardFinding],
+        originals: _ByTensor[torch.Tensor],
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.originals = originals  # the caller's input tensor of each moved input
+        self.low = low
+        self.findings = findings
+        self.sites: _ByTensor[_Site] = _ByTensor()
+        self.names = {id(t): name for name, t in twin.named_parameters()}
+        self.names.update({id(t): name for name, t in twin.named_buffers()})
+        self.attributes = {id(f.tensor): f for f in find_unregistered(twin)}
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        named = _named_tensors(func, args, kwargs)
+        tensors = [t for _, t in named]
+        stand_in = [t for t in tensors if t.device.type == STAND_IN.type]
+        if stand_in and name in _READS:
+            return self._read(func, args, kwargs)
+        for tensor in tensors:
+            if tensor not in self.sites and tensor.dim() and self._left_behind(tensor):
+                self._tag_entered(tensor, name)
+        replace: dict[int, torch.Tensor] = {}
+        if stand_in:
+            ok = _CPU_OK.get(name, frozenset())
+            for arg, tensor in named:
+                if tensor.dim() and arg not in ok and self._left_behind(tensor):
+                    if self.low is None:
+                        self._record("device", tensor, func, stand_in)
+                    replace[id(tensor)] = tensor.to(STAND_IN)
+        if name == "copy_" and args[0].device.type == "cpu" and stand_in:
+            return args[0]  # a copy to the CPU from a device without values: nothing to copy
+        if name == "_to_copy" and stand_in and _target_device(kwargs, args[0]).type == "cpu":
+            original = self.originals.get(args[0])
+            if original is None:  # values read back from the stand-in device: ones
+                original = torch.ones(args[0].shape, dtype=args[0].dtype)
+            out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
+            self.sites[out] = _Site(*self._line(), copied_back=True, typed="dtype" in kwargs)
+            return out
+        result = self._call(func, args, kwargs, replace, named, stand_in)
+        self._tag_outputs(func, name, kwargs, tensors, result)
+        return result
+
+    def _read(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``.item()``, ``bool(t)``, ``torch.equal`` on a stand-in tensor: the input's own value
+        for an input; otherwise a stand-in value (False, 1, 1.0), which steers the pass the way
+        values usually do (no error raised on bad values, loops run once)."""
+        originals = [self.originals.get(a) for a in args if isinstance(a, torch.Tensor)]
+        if all(o is not None for o in originals):
+            return func(*[_original(self.originals, a) for a in args], **kwargs)
+        tensor = args[0]
+        if func.overloadpacket.__name__ != "_local_scalar_dense" or tensor.dtype == torch.bool:
+            return False  # bool(t), torch.equal(a, b), a boolean's .item()
+        return 1.0 if tensor.is_floating_point() else 1
+
+    # --- running the operation, with the dtype rules of the low-precision pass ------------------
+
+    def _call(
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        replace: dict[int, torch.Tensor],
+        named: list[tuple[str, torch.Tensor]],
+        stand_in: list[torch.Tensor],
+    ) -> Any:
+        low = self.low
+        if low is None or not any(t.dtype == low for _, t in named):
+            return _invoke(func, args, kwargs, replace)
+        strays = [t for _, t in named if self._dtype_stray(t, low)]
+        if not strays:
+            return _invoke(func, args, kwargs, replace)
+        try:
+            result = _invoke(func, args, kwargs, replace)
+        except Exception:  # noqa: BLE001 - tried again below with the strays converted
+            # Raises again if the dtypes were not the reason.
+            result = _invoke(func, args, kwargs, _cast(replace, strays, low))
+            for tensor in strays:
+                self._record("dtype", tensor, func, stand_in, raises=True)
+            return result
+        floating = [t for t in strays if t.is_floating_point()]
+        promoted = {t.dtype for t in _tensors(result) if t.is_floating_point()} - {low}
+        culprits = [t for t in floating if t.dtype in promoted]
+        if culprits:
+            for tensor in culprits:
+                self._record("dtype", tensor, func, stand_in, result=min(promoted, key=str))
+            # The pass goes on in low precision, so that later strays show up on their own.
+            return _invoke(func, args, kwargs, _cast(replace, culprits, low))
+        if floating and not _keeps_dtype(func, args, low):
+            # No promotion, yet two floating dtypes: an operation that does not promote (mm,
+            # linear, embedding), which meta runs and CUDA rejects.
+            for tensor in floating:
+                self._record("dtype", tensor, func, stand_in, raises=True)
+        return result
+
+    def _left_behind(self, tensor: torch.Tensor) -> bool:
+        """On the CPU, or a plain attribute ``.to()`` did not move (on meta for a meta model)."""
+        return tensor.device.type == "cpu" or id(tensor) in self.attributes
+
+    def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
+        if tensor.dtype in (low, torch.bool) or not tensor.dim():
+            return False
+        site = self.sites.get(tensor)
+        return site is not None and not site.typed
+
+    # --- tags ---------------------------------------------------------------------------------
+
+    def _tag_entered(self, tensor: torch.Tensor, name: str) -> None:
+        if name in _LIFTS:
+            return  # torch.tensor(data) in forward: tagged as made there, below
+        site = _Site(*self._line(), entered=True, attribute=self.attributes.get(id(tensor)))
+        self.sites[tensor] = site
+
+    def _tag_outputs(
+        self,
+        func: Any,
+        name: str,
+        kwargs: dict[str, Any],
+        tensors: list[torch.Tensor],
+        result: Any,
+    ) -> None:
+        outputs = _tensors(result)
+        if not outputs:
+            return
+        site: _Site | None = None
+        if name in _LIFTS or not tensors:  # made from nothing: a factory, or lifted data
+            site = _Site(*self._line(), typed=kwargs.get("dtype") is not None)
+        else:
+            site = next((s for t in tensors if (s := self.sites.get(t)) is not None), None)
+            if site is not None and name == "_to_copy" and kwargs.get("dtype") is not None:
+                site = dataclasses.replace(site, typed=True)
+        if site is None:
+            return
+        for out in outputs:
+            if out not in self.sites:
+                self.sites[out] = site
+
+    # --- findings -------------------------------------------------------------------------------
+
+    def _record(
+        self,
+        kind: Kind,
+        tensor: torch.Tensor,
+        func: Any,
+        stand_in: list[torch.Tensor],
+        *,
+        raises: bool = False,
+        result: torch.dtype | None = None,
+    ) -> None:
+        site = self.sites.get(tensor)
+        if site is None:  # a 0-dim tensor, or one lifted by torch.tensor: tag it here
+            site = _Site(*self._line())
+            self.sites[tensor] = site
+        key = (kind, site.filename, site.lineno)
+        if key in self.findings:
+            return
+        op = func.overloadpacket.__name__
+        ref = next((self.names[id(t)] for t in stand_in if id(t) in self.names), "x")
+        if kind == "device":
+            if site.attribute is not None:
+                attribute = site.attribute
+                fix = FIX_ATTRIBUTE.format(path=attribute.path, fix=attribute.fix)
+            elif site.copied_back:
+                fix = FIX_COPIED_BACK.format(ref=ref)
+            elif site.entered:
+                fix = FIX_ENTERED.format(ref=ref)
+            else:
+                fix = FIX_CREATED.format(ref=ref)
+        else:
+            low, stray = _dtype_name(self.low), _dtype_name(tensor.dtype)
+            if raises:
+                fix = FIX_RAISES.format(ref=ref, op=op, stray=stray, low=low)
+            else:
+                fix = FIX_PROMOTES.format(
+                    ref=ref, op=op, stray=stray, low=low, result=_dtype_name(result)
+                )
+        op_filename, op_lineno = self._line()
+        self.findings[key] = ForwardFinding(
+            kind=kind,
+            filename=site.filename,
+            lineno=site.lineno,
+            source=linecache.getline(site.filename, site.lineno).strip(),
+            op=op,
+            op_filename=op_filename,
+            op_lineno=op_lineno,
+            tensor=_describe(tensor),
+            entered=site.entered,
+            fix=fix,
+        )
+
+    def _line(self) -> tuple[str, int]:
+        """The user's line running now: the innermost frame outside torch and autoreg."""
+        return _user_line(sys._getframe(1))
+
+
+def _user_line(frame: FrameType | None) -> tuple[str, int]:
+    """The innermost frame outside torch and autoreg, up to the forward call; if there is none
+    (torch's own module), the innermost line of torch/nn/modules."""
+    fallback: tuple[str, int] | None = None
+    while frame is not None and frame.f_code is not _call.__code__:
+        filename = frame.f_code.co_filename
+        if not filename.startswith((_TORCH_DIR, _AUTOREG_DIR)):
+            return filename, frame.f_lineno
+        if fallback is None and filename.startswith(_TORCH_MODULES) and filename != _MODULE_CALL:
+            fallback = (filename, frame.f_lineno)
+        frame = frame.f_back
+    return fallback or ("<unknown>", 0)
+
+
+def _named_tensors(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, torch.Tensor]]:
+    """``(argument name, tensor)`` for every tensor argument, lists of tensors included."""
+    named: list[tuple[str, torch.Tensor]] = []
+    pairs = [
+        *zip((a.name for a in func._schema.arguments), args, strict=False),
+        *kwargs.items(),
+    ]
+    for arg, value in pairs:
+        if isinstance(value, torch.Tensor):
+            named.append((arg, value))
+        elif isinstance(value, (list, tuple)):
+            named.extend((arg, v) for v in value if isinstance(v, torch.Tensor))
+    return named
+
+
+def _invoke(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], replace: dict[int, torch.Tensor]
+) -> Any:
+    """``func`` with the replaced tensors; an in-place op on a replaced ``self`` returns it."""
+    if not replace:
+        return func(*args, **kwargs)
+
+    def swap(tensor: torch.Tensor) -> torch.Tensor:
+        return replace.get(id(tensor), tensor)
+
+    new_args, new_kwargs = tree_map_only(torch.Tensor, swap, (args, kwargs))
+    result = func(*new_args, **new_kwargs)
+    if _writes_self(func) and id(args[0]) in replace and result is new_args[0]:
+        return args[0]  # an in-place operation on a stray: the stray itself stays where it was
+    return result
+
+
+def _writes_self(func: Any) -> bool:
+    schema = func._schema.arguments
+    return bool(schema) and schema[0].alias_info is not None and schema[0].alias_info.is_write
+
+
+def _original(originals: _ByTensor[torch.Tensor], value: Any) -> Any:
+    found = originals.get(value) if isinstance(value, torch.Tensor) else None
+    return value if found is None else found
+
+
+def _cast(
+    replace: dict[int, torch.Tensor], tensors: list[torch.Tensor], dtype: torch.dtype
+) -> dict[int, torch.Tensor]:
+    cast = dict(replace)
+    for tensor in tensors:
+        cast[id(tensor)] = replace.get(id(tensor), tensor).to(dtype)
+    return cast
+
+
+def _keeps_dtype(func: Any, args: tuple[Any, ...], low: torch.dtype) -> bool:
+    """Whether ``func`` takes another floating dtype next to ``low`` on purpose."""
+    if func.overloadpacket.__name__ in _MIXED_OK:
+        return True
+    return _writes_self(func) and isinstance(args[0], torch.Tensor) and args[0].dtype == low
+
+
+def _target_device(kwargs: dict[str, Any], tensor: torch.Tensor) -> torch.device:
+    device = kwargs.get("device")
+    return tensor.device if device is None else torch.device(device)
+
+
+def _dtype_name(dtype: torch.dtype | None) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _describe(tensor: torch.Tensor) -> str:
+    """``float32[2, 3] cpu``: the style of ``python -m autoreg audit``'s table."""
+    return f"{_dtype_name(tensor.dtype)}{list(tensor.shape)} {tensor.device}"
+
+
+def _short(filename: str) -> str:
+    if os.path.isabs(filename):
+        relative = os.path.relpath(filename)
+        if not relative.startswith(".."):
+            return relative
+    return filename
+
+
+def _op_where(finding: ForwardFinding) -> str:
+    if (finding.op_filename, finding.op_lineno) == (finding.filename, finding.lineno):
+        return finding.op
+    if finding.op_filename == finding.filename:
+        return f"{finding.op} (line {finding.op_lineno})"
+    return f"{finding.op} ({_short(finding.op_filename)}:{finding.op_lineno})"
