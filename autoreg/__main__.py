@@ -4,6 +4,11 @@ The factory is a class or a zero-argument callable that returns an ``nn.Module``
 instance itself). The command builds the model, runs ``autoreg.find_unregistered`` on it and prints
 a table of findings, each with its fix (``--json`` prints them for machines).
 
+With ``--forward`` the factory returns ``(model, args)`` or ``(model, args, kwargs)``, and the
+command also runs ``autoreg.audit_forward(model, *args, **kwargs)``: one forward pass on the meta
+device, which lists the tensors ``forward`` makes (or takes from outside the model) that stay on
+the default device or dtype. Its table follows the first.
+
 Exit status: 0 when nothing would be left behind, 1 when something would (for CI), 2 for a usage
 error, explained on stderr in one message without a traceback: a malformed target, a module that
 cannot be imported, a missing name, a factory that raises or returns something other than a module.
@@ -24,6 +29,7 @@ from typing import Final
 from torch import nn
 
 from ._audit import Finding, find_unregistered
+from ._forward import ForwardAuditError, ForwardFinding, audit_forward, format_forward
 
 __all__ = ["main"]
 
@@ -44,6 +50,11 @@ NOT_CALLABLE: Final = (
 )
 FACTORY_RAISED: Final = "{target}() raised {error}"
 NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
+NOT_A_FORWARD: Final = (
+    "{target}{called} {value}: with --forward, expected (model, args) or (model, args, kwargs), "
+    "e.g. return Net(), (torch.ones(2, 3),)"
+)
+FORWARD_FAILED: Final = "cannot audit the forward of {target}: {error}"
 
 CLEAN: Final = "Nothing in {cls} would be left behind by .to()."
 SUMMARY: Final = "{count} {tensors} in {cls} would be left behind by .to()."
@@ -72,24 +83,82 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="package.module:factory - a module class or a zero-argument callable returning one",
     )
     audit.add_argument("--json", action="store_true", help="print the findings as JSON")
+    audit.add_argument(
+        "--forward",
+        action="store_true",
+        help="also run one forward pass on the meta device and list the tensors it makes that "
+        "stay on the default device or dtype; TARGET then returns (model, args) or "
+        "(model, args, kwargs)",
+    )
     args = parser.parse_args(argv)
 
+    forward: list[ForwardFinding] | None = None
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report only
-            model = _build(args.target)
+            if args.forward:
+                model, forward = _audit_forward(args.target)
+            else:
+                model = _build(args.target)
     except _UsageError as error:
         print(f"{PROG} audit: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     findings = find_unregistered(model)
     if args.json:
-        print(json.dumps(_report(args.target, model, findings), indent=2))
+        report = _report(args.target, model, findings)
+        if forward is not None:
+            report["forward"] = [finding.as_dict() for finding in forward]
+        print(json.dumps(report, indent=2))
     else:
-        print(_table(model, findings))
-    return EXIT_FINDINGS if findings else EXIT_CLEAN
+        print(report_text(model, findings, forward))
+    return EXIT_FINDINGS if findings or forward else EXIT_CLEAN
+
+
+def report_text(
+    model: nn.Module, findings: list[Finding], forward: list[ForwardFinding] | None = None
+) -> str:
+    """The tables the command prints: the tensors ``.to()`` would leave behind, then (when
+    ``forward`` is given) the strays of the forward pass."""
+    text = _table(model, findings)
+    if forward is None:
+        return text
+    return f"{text}\n\n{format_forward(forward, type(model).__name__)}"
+
+
+def _audit_forward(target: str) -> tuple[nn.Module, list[ForwardFinding]]:
+    """Call the factory ``target`` names for ``(model, args[, kwargs])`` and audit the forward."""
+    value, called = _resolve(target)
+    if called and isinstance(value, tuple) and len(value) in (2, 3):
+        model, args, kwargs = (*value, {}) if len(value) == 2 else value
+        if (
+            isinstance(model, nn.Module)
+            and isinstance(args, (tuple, list))
+            and isinstance(kwargs, dict)
+        ):
+            try:
+                return model, audit_forward(model, *args, **kwargs)
+            except ForwardAuditError as error:
+                raise _UsageError(FORWARD_FAILED.format(target=target, error=error)) from None
+    shown = f"the module {type(value).__name__}(...)" if isinstance(value, nn.Module) else None
+    raise _UsageError(
+        NOT_A_FORWARD.format(
+            target=target,
+            called="() returned" if called else " is",
+            value=shown or _typename(value),
+        )
+    )
 
 
 def _build(target: str) -> nn.Module:
     """Import and call the factory ``target`` names; raise _UsageError with the reason if not."""
+    model, _ = _resolve(target)
+    if not isinstance(model, nn.Module):
+        raise _UsageError(NOT_A_MODULE.format(target=target, value=_typename(model)))
+    return model
+
+
+def _resolve(target: str) -> tuple[object, bool]:
+    """What ``target`` names: a module instance as it is, or what its factory returns (and
+    whether it was called); raise _UsageError with the reason if it cannot be had."""
     module_name, _, attribute = target.partition(":")
     names = attribute.split(".")
     if not module_name or not all(names) or ":" in attribute:
@@ -113,16 +182,13 @@ def _build(target: str) -> nn.Module:
                 owner = repr(":".join([module_name, ".".join(names[:position])]))
             raise _UsageError(NO_NAME.format(owner=owner, name=name)) from None
     if isinstance(namespace, nn.Module):
-        return namespace
+        return namespace, False
     if not callable(namespace):
         raise _UsageError(NOT_CALLABLE.format(target=target, value=_typename(namespace)))
     try:
-        model = namespace()
+        return namespace(), True
     except Exception as error:  # noqa: BLE001 - any failure of the user's factory is reported
         raise _UsageError(FACTORY_RAISED.format(target=target, error=_brief(error))) from None
-    if not isinstance(model, nn.Module):
-        raise _UsageError(NOT_A_MODULE.format(target=target, value=_typename(model)))
-    return model
 
 
 def _brief(error: BaseException) -> str:

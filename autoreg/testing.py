@@ -1,0 +1,43 @@
+"""Checks for library authors' test suites: ``assert_no_strays(model, *args, **kwargs)``.
+
+One assertion covers both halves of "which data needs ``.to(device)``?": the tensors a model
+stores where ``.to()`` does not reach them (``autoreg.find_unregistered``) and the tensors its
+forward pass makes on the default device or dtype (``autoreg.audit_forward``)::
+
+    from autoreg.testing import assert_no_strays
+
+    def test_the_model_moves_with_everything_it_uses():
+        assert_no_strays(MyModel(), torch.ones(2, 16))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .__main__ import report_text  # the command line's tables
+from ._audit import find_unregistered
+from ._forward import LOW_PRECISION, audit_forward
+
+__all__ = ["assert_no_strays"]
+
+
+def assert_no_strays(
+    model: nn.Module,
+    /,
+    *args: Any,
+    backward: bool = False,
+    low_precision: torch.dtype | None = LOW_PRECISION,
+    **kwargs: Any,
+) -> None:
+    """Raise ``AssertionError`` with the audit's report if anything would stay behind when
+    ``model`` moves: a tensor it holds that ``.to()`` leaves (``find_unregistered``), or one
+    that ``model(*args, **kwargs)`` makes on the default device or dtype (``audit_forward``,
+    which takes ``backward`` and ``low_precision``).
+    """
+    findings = find_unregistered(model)
+    forward = audit_forward(model, *args, backward=backward, low_precision=low_precision, **kwargs)
+    if findings or forward:
+        raise AssertionError(report_text(model, findings, forward))
