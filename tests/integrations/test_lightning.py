@@ -1,0 +1,165 @@
+"""Lightning: an autoreg LightningModule trains, checkpoints and reloads as its twin does.
+
+The rule (README, contract): what the code of a base class that does not use autoreg assigns -
+here LightningModule and its mixins: the hyperparameters, the optimizer list, the requires-grad
+record, and ``_example_input_array`` through the property setter - keeps nn.Module's behaviour,
+exactly as on the twin; what the LightningModule subclass's own code assigns follows autoreg's
+contract (its tensors move). On main the hyperparameters were carried: ``precision="64-true"``
+converted the class weights to float64, the checkpoint stored them so, and the reloaded float32
+model failed in ``cross_entropy``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning")
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.nn import functional
+from torch.utils.data import DataLoader, TensorDataset
+
+import autoreg
+
+from ._support import carried
+
+pytestmark = [
+    # Lightning's own use of torch.utils._pytree, deprecated in torch 2.13.
+    pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated"),
+    pytest.mark.filterwarnings(r"ignore:`weights_only` was not set:UserWarning"),
+    pytest.mark.filterwarnings(r"ignore:The '\w+_dataloader' does not have many workers"),
+    pytest.mark.filterwarnings(r"ignore:.*bfloat16 is not supported by the CPU:UserWarning"),
+]
+
+CLASS_WEIGHTS = (1.0, 2.0, 3.0)
+LIGHTNING_INTERNALS = ("_hparams", "_hparams_initial", "_fabric_optimizers")
+
+
+class AutoClassifier(autoreg.AutoRegisterMixin, pl.LightningModule):
+    def __init__(self, class_weights: torch.Tensor, lr: float = 0.1) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # a tensor hyperparameter: Lightning's, not autoreg's
+        self.lin = nn.Linear(4, 3)
+        self.prior = torch.linspace(0.0, 1.0, 3)  # the subclass's own tensor: a buffer
+        self.example_input_array = torch.zeros(2, 4)  # Lightning's property setter
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + self.prior
+
+    def training_step(self, batch: list[torch.Tensor], index: int) -> torch.Tensor:
+        x, y = batch
+        self.last_batch = x.detach()  # runtime state: carried on autoreg, plain on the twin
+        logits = self(x)
+        return functional.cross_entropy(
+            logits, y, weight=self.hparams["class_weights"].to(logits.dtype)
+        )
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
+
+
+class TwinClassifier(pl.LightningModule):
+    forward = AutoClassifier.forward
+    training_step = AutoClassifier.training_step
+    configure_optimizers = AutoClassifier.configure_optimizers
+
+    def __init__(self, class_weights: torch.Tensor, lr: float = 0.1) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.lin = nn.Linear(4, 3)
+        self.register_buffer("prior", torch.linspace(0.0, 1.0, 3), persistent=False)
+        self.example_input_array = torch.zeros(2, 4)
+
+
+CLASSES = pytest.mark.parametrize("cls", [AutoClassifier, TwinClassifier], ids=["autoreg", "twin"])
+
+
+def _data() -> DataLoader[tuple[torch.Tensor, ...]]:
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 4, generator=generator), torch.randint(0, 3, (8,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=4)
+
+
+def _trainer(root: Path, precision: str) -> pl.Trainer:
+    return pl.Trainer(
+        max_steps=2,
+        precision=precision,  # type: ignore[arg-type]
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+    )
+
+
+def test_lightnings_own_attributes_keep_nn_modules_behaviour() -> None:
+    auto = AutoClassifier(torch.tensor(CLASS_WEIGHTS))
+    twin = TwinClassifier(torch.tensor(CLASS_WEIGHTS))
+
+    assert [name for name, _ in auto.named_buffers()] == ["prior"]  # main: + _example_input_array
+    assert [name for name, _ in auto.named_buffers()] == [n for n, _ in twin.named_buffers()]
+    assert auto.state_dict().keys() == twin.state_dict().keys()
+    for name in (*LIGHTNING_INTERNALS, "_param_requires_grad_state", "_example_input_array"):
+        assert not carried(auto, name), name  # main: all but the last carried
+    auto.double()
+    twin.double()
+    for model in (auto, twin):
+        assert model.hparams["class_weights"].dtype == torch.float32  # main: float64 on autoreg
+        assert model.hparams_initial["class_weights"].dtype == torch.float32
+        assert model.example_input_array.dtype == torch.float32
+        assert model.prior.dtype == torch.float64
+
+
+@CLASSES
+@pytest.mark.parametrize("precision", ["64-true", "bf16-mixed"])
+def test_fit_checkpoint_and_reload_keep_the_hyperparameters(
+    cls: type[pl.LightningModule], precision: str, tmp_path: Path
+) -> None:
+    torch.manual_seed(0)
+    model = cls(torch.tensor(CLASS_WEIGHTS))
+    trainer = _trainer(tmp_path, precision)
+
+    trainer.fit(model, _data())
+    trainer.save_checkpoint(tmp_path / "last.ckpt")
+
+    dtype = torch.float64 if precision == "64-true" else torch.float32
+    assert model.dtype == dtype
+    assert model.device == torch.device("cpu")
+    assert model.prior.dtype == dtype  # the subclass's own buffer follows the model
+    assert model.hparams["class_weights"].dtype == torch.float32  # main: float64 on autoreg
+    checkpoint = torch.load(tmp_path / "last.ckpt", weights_only=False)
+    assert checkpoint["hyper_parameters"]["class_weights"].dtype == torch.float32
+    assert "prior" not in checkpoint["state_dict"]
+
+    loaded = cls.load_from_checkpoint(tmp_path / "last.ckpt")
+    x, y = next(iter(_data()))
+    loss = functional.cross_entropy(
+        loaded(x), y, weight=loaded.hparams["class_weights"]
+    )  # main: raises
+    assert loss.dtype == torch.float32
+    for name, parameter in loaded.named_parameters():
+        torch.testing.assert_close(parameter, model.get_parameter(name).float(), msg=name)
+
+
+@CLASSES
+def test_the_subclasss_own_tensors_move_and_lightning_tracks_the_dtype(
+    cls: type[pl.LightningModule], tmp_path: Path
+) -> None:
+    model = cls(torch.tensor(CLASS_WEIGHTS))
+    _trainer(tmp_path, "32-true").fit(model, _data())
+
+    model.to(torch.bfloat16)
+
+    assert model.dtype == torch.bfloat16
+    assert model.device == torch.device("cpu")
+    assert model.prior.dtype == torch.bfloat16
+    assert model.hparams["class_weights"].dtype == torch.float32
+    # The runtime tensor from training_step: carried by autoreg; the twin leaves it behind.
+    expected = torch.bfloat16 if cls is AutoClassifier else torch.float32
+    assert model.last_batch.dtype == expected
