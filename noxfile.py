@@ -42,11 +42,11 @@ nox.options.error_on_missing_interpreters = True
 
 def _install(session: nox.Session, torch: str, extras: str) -> None:
     """Install torch ``torch`` first, then the project with ``extras``, never another torch."""
-    constraints = Path(session.create_tmp()) / "constraints.txt"
+    constraints = Path(session.create_tmp()).resolve() / "constraints.txt"
     constraints.write_text(f"torch=={torch}\n")
-    session.env["PIP_CONSTRAINT"] = str(constraints)
-    session.install(f"torch=={torch}")
-    session.install("-e", f".[{extras}]")
+    pinned = {"PIP_CONSTRAINT": str(constraints)}  # for the installs only, not for the tests
+    session.install(f"torch=={torch}", env=pinned)
+    session.install("-e", f".[{extras}]", env=pinned)
     session.run("python", "-c", "import torch; print('torch', torch.__version__)", silent=False)
 
 

@@ -17,9 +17,11 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 import autoreg
 
-# Scoped to the jit tests: torch 2.13 deprecates TorchScript with a warning on every call.
+# Scoped to the jit tests: torch 2.13 deprecates TorchScript with a warning on every call, a
+# DeprecationWarning; torch 2.14 makes it a FutureWarning.
 JIT_DEPRECATED = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated:DeprecationWarning"
+    r"ignore:`torch\.jit\.\w+` is deprecated:"
+    + ("FutureWarning" if torch.__version__ >= "2.14" else "DeprecationWarning")
 )
 # Strict export reports the buffer reassignment it drops, for autoreg and twin alike.
 STRICT_SIDE_EFFECTS = pytest.mark.filterwarnings(

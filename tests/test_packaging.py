@@ -67,7 +67,8 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     outer = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     (Path(site.stdout.strip()) / "outer.pth").write_text("\n".join(sorted(outer)) + "\n")
     (wheel,) = dist.glob("*.whl")
-    install = ["install", "--no-deps", "--no-index", wheel]
+    # --isolated: no PIP_* variable or user configuration (a constraints file, an index) applies.
+    install = ["--isolated", "install", "--no-deps", "--no-index", wheel]
     pip = _run(sys.executable, "-m", "pip", "--python", python, *install, cwd=env)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return env / "bin"
