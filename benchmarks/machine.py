@@ -29,7 +29,10 @@ def pick_device(requested: str) -> str:
 
 
 def describe_machine(device: str) -> dict[str, Any]:
-    """Hardware, versions and date, for the report header and the JSON file."""
+    """Hardware, versions, numeric settings and date, for the report header and the JSON file.
+
+    Call it after the run's settings (torch threads, TF32) are made: it records them as they are.
+    """
     now = datetime.datetime.now(datetime.UTC)
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
     return {
@@ -38,8 +41,15 @@ def describe_machine(device: str) -> dict[str, Any]:
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "gpu": gpu,
+        "gpu_memory_gib": _gpu_memory_gib() if device == "cuda" else None,
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0)))
+        if device == "cuda"
+        else None,
+        "driver": _driver_version() if device == "cuda" else None,
         "torch": torch.__version__,
         "cuda": torch.version.cuda if device == "cuda" else None,
+        "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
+        "tf32": _tf32_flags(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "autoreg": autoreg.__version__,
@@ -49,6 +59,46 @@ def describe_machine(device: str) -> dict[str, Any]:
         "date": now.date().isoformat(),
         "datetime_utc": now.isoformat(timespec="seconds"),
     }
+
+
+def _gpu_memory_gib() -> float:
+    return round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA driver's version: from nvidia-smi, else from NVML (nvidia-ml-py), else None."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import pynvml  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - metadata only: absent is recorded as None
+        return None
+
+
+def _tf32_flags() -> dict[str, Any]:
+    """Whether float32 matmuls and convolutions may run in TF32 (the settings as they are)."""
+    flags: dict[str, Any] = {
+        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision(),
+    }
+    precision = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+    if precision is not None:
+        flags["torch.backends.cuda.matmul.fp32_precision"] = precision
+    return flags
 
 
 def _cpu_model() -> str:

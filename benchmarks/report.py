@@ -1,7 +1,8 @@
 """The report: targets evaluated, a table on stdout, and JSON, markdown and PNG files.
 
-Files are named ``<device>-<date>`` (``-quick`` appended for ``--quick`` runs, so that a smoke run
-never overwrites a full one) and each names the hardware, torch and Python versions and the date.
+Files are named ``<device>-<date>`` (``-quick`` appended for ``--quick`` runs and ``-gpu-plan``
+for the GPU plan run on a CPU, so that a smoke run never overwrites a full one) and each names the
+hardware, the GPU's driver, torch, CUDA and Python versions and the date.
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ from typing import Any
 
 from .micro import MicroResult
 from .move import MoveResult
-from .speed import EAGER_INSTANCE_SETS, ForwardResult
+from .speed import COUNTERS, EAGER_INSTANCE_SETS, ForwardResult
 
-__all__ = ["FORWARD_BAND", "build_report", "format_markdown", "format_text", "write_files"]
+__all__ = [
+    "FORWARD_BAND",
+    "build_report",
+    "check_plotting",
+    "format_markdown",
+    "format_text",
+    "forward_status",
+    "write_files",
+]
 
-SCHEMA = 1
+SCHEMA = 2
 FORWARD_BAND = (0.99, 1.01)
 STRUCTURAL = {
     "RecurrentCell": "(b) keeps its state in a buffer: every read goes through "
@@ -58,6 +67,8 @@ def build_report(
         row = dataclasses.asdict(result)
         row["label"] = result.label
         row["in_band"] = result.error is None and _in_band(result.ratio_median)
+        row["counters_differ"] = result.counters_differ
+        row["status"] = forward_status(result)
         row["name"] = f"A/A control: {result.model} (b)/(b)" if result.control else result.model
         forward_rows.append(row)
     move_rows = []
@@ -73,7 +84,7 @@ def build_report(
         "hand_notes": hand_notes,
         "move": move_rows,
         "forward": forward_rows,
-        "micro": [dataclasses.asdict(result) for result in micro],
+        "micro": [{**dataclasses.asdict(result), "met": result.met} for result in micro],
         "targets": _targets(move, forward, micro, machine["device"]),
         "duration_s": round(duration_s, 1),
     }
@@ -81,6 +92,21 @@ def build_report(
 
 def _in_band(ratio: float) -> bool:
     return FORWARD_BAND[0] <= ratio <= FORWARD_BAND[1]
+
+
+def forward_status(result: ForwardResult) -> str:
+    """A forward row's verdict: ``ok``, or what fails it (counters first: they void the timing)."""
+    if result.skipped:
+        return "skipped"
+    if result.error:
+        return "error"
+    if result.counters_differ:
+        return "counters differ: " + ", ".join(result.counters_differ)
+    if not result.outputs_match:
+        return "outputs differ"
+    if result.control:
+        return "(noise)"
+    return "ok" if _in_band(result.ratio_median) else "out of band"
 
 
 def _target(name: str, limit: str, value: str, met: bool, note: str = "") -> dict[str, Any]:
@@ -124,31 +150,33 @@ def _targets(
         )
 
     for label, group in _grouped(forward).items():
-        rows = [r for r in group if not r.control]
-        controls = [r for r in group if r.control and not r.error]
-        failed = [r for r in rows if r.error]
-        outside = [r for r in rows if not r.error and not _in_band(r.ratio_median)]
-        detail = [f"{r.model} error" for r in failed] + [
-            f"{r.model} {r.ratio_median:.3f} ({'faster' if r.ratio_median < 1 else 'slower'})"
+        rows = [r for r in group if not r.control and not r.skipped]
+        skipped = [r for r in group if r.skipped]
+        controls = [r for r in group if r.control and not r.error and not r.skipped]
+        failed = [r for r in rows if forward_status(r) not in ("ok", "out of band")]
+        outside = [r for r in rows if forward_status(r) == "out of band"]
+        detail = [f"{r.model}: {forward_status(r)}" for r in failed] + [
+            f"{r.model} {r.ratio_median:.3f} ({r.diff_us:+.2f} us, "
+            f"{'faster' if r.ratio_median < 1 else 'slower'})"
             for r in outside
         ]
+        detail += [
+            f"A/A control (b)/(b) {c.model}: "
+            f"{_ratio_cell(c.ratio_median, c.ratio_min, c.ratio_max)} ({c.diff_us:+.2f} us)"
+            for c in controls
+        ]
+        if skipped:
+            detail.append(f"skipped ({skipped[0].skipped}): {', '.join(r.model for r in skipped)}")
         targets.append(
             _target(
                 f"forward {label}",
-                f"median in [{FORWARD_BAND[0]}, {FORWARD_BAND[1]}]",
-                f"{len(rows) - len(failed) - len(outside)}/{len(rows)} models in band",
-                not failed and not outside,
-                "; ".join(
-                    detail
-                    + [
-                        f"A/A control (b)/(b) {c.model}: "
-                        f"{_ratio_cell(c.ratio_median, c.ratio_min, c.ratio_max)}"
-                        for c in controls
-                    ]
-                ),
+                f"median in [{FORWARD_BAND[0]}, {FORWARD_BAND[1]}], counters and outputs equal",
+                f"{len(rows) - len(failed) - len(outside)}/{len(rows) + len(skipped)} models ok",
+                not failed and not outside and not skipped and bool(rows),
+                "; ".join(detail),
             )
         )
-        compiled = [r for r in rows if r.graph_breaks and not r.error]
+        compiled = [r for r in group if r.graph_breaks and not r.error]
         if compiled:
             extra_breaks = [
                 r.model
@@ -168,21 +196,22 @@ def _targets(
                     "extra in: " + ", ".join(extra_breaks) if extra_breaks else "",
                 )
             )
-            extra = [
-                r.model
-                for r in compiled
-                if r.recompiles_after_first["auto"] > r.recompiles_after_first["hand"]
+        counted = [r for r in group if r.counters and not r.error]
+        if counted and any(r.mode != "eager" for r in counted):
+            differ = [
+                f"{r.model} ({', '.join(r.counters_differ)})" for r in counted if r.counters_differ
             ]
-            totals = {
-                v: sum(r.recompiles_after_first[v] for r in compiled) for v in ("hand", "auto")
+            sums = {
+                v: "/".join(str(sum(r.counters[v][c] for r in counted)) for c in COUNTERS)
+                for v in ("hand", "auto")
             }
             targets.append(
                 _target(
-                    f"recompiles after 1st call {label}",
-                    "(c) no more than (b)",
-                    f"(b) {totals['hand']}, (c) {totals['auto']}",
-                    not extra,
-                    "extra in: " + ", ".join(extra) if extra else "",
+                    f"compile counters {label}",
+                    "(c) == (b): " + ", ".join(COUNTERS) + "; none while timed",
+                    f"(b) {sums['hand']}, (c) {sums['auto']}",
+                    not differ,
+                    "differ in: " + "; ".join(differ) if differ else "",
                 )
             )
 
@@ -193,7 +222,9 @@ def _targets(
                     f"micro {result.label}",
                     f"<= {result.limit:.2f}",
                     f"{result.ratio_median:.3f}",
-                    result.ratio_median <= result.limit,
+                    bool(result.met),
+                    "A/A "
+                    + _ratio_cell(result.control_median, result.control_min, result.control_max),
                 )
             )
     return targets
@@ -219,6 +250,8 @@ def _move_cell(variant: dict[str, Any]) -> str:
         return f"{head}; runs"
     if versus.startswith("identical"):
         return f"{head}; runs, = (b)"
+    if versus.startswith("equal within"):
+        return f"{head}; runs, = (b) within tolerance"
     if versus.startswith("silently wrong dtype"):
         return f"{head}; runs, wrong dtype {versus.split(':')[1].split(',')[0].strip()}"
     if versus.startswith("silently different values"):
@@ -251,6 +284,8 @@ def _header(report: dict[str, Any]) -> str:
     m = report["machine"]
     cpu = f"{m['cpu']}, {m['cpu_count']} cores"
     hardware = f"{m['gpu']} (host {cpu})" if m["gpu"] else cpu
+    if m.get("driver"):
+        hardware = f"{m['gpu']}, driver {m['driver']} (host {cpu})"
     cuda = f", CUDA {m['cuda']}" if m["cuda"] else ""
     return (
         f"{hardware}; torch {m['torch']}{cuda}; Python {m['python']}; {m['datetime_utc']}; "
@@ -277,8 +312,9 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[st
     if report["forward"]:
         rows = []
         for r in report["forward"]:
-            if r["error"]:
-                rows.append([r["label"], r["name"], "", "", r["error"][:60], "", "", "", ""])
+            if r["skipped"] or r["error"]:
+                why = f"skipped: {r['skipped']}" if r["skipped"] else r["error"][:80]
+                rows.append([r["label"], r["name"], "", "", "", "", why, "", "", "", ""])
                 continue
             compiled = bool(r["graph_breaks"])
             rows.append(
@@ -287,11 +323,13 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[st
                     r["name"],
                     _time_cell(r["hand_us"]),
                     _time_cell(r["auto_us"]),
+                    f"{r['diff_us']:+.2f} us",
                     _ratio_cell(r["ratio_median"], r["ratio_min"], r["ratio_max"]),
-                    "(noise)" if r["control"] else "yes" if r["in_band"] else "no",
+                    r["status"],
+                    "= (b)" if r["outputs_match"] else r["outputs"][:40],
                     "" if r["control"] or compiled else str(r["autoreg_calls"]),
                     _pair(r["graph_breaks"], sum) if compiled else "",
-                    _pair(r["recompiles_after_first"], None) if compiled else "",
+                    _counters_cell(r["counters"]) if compiled else "",
                 ]
             )
         headers = [
@@ -299,11 +337,13 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[st
             "model",
             "(b) per call",
             "(c) per call",
+            "(c)-(b)",
             "(c)/(b) median [min, max]",
-            "in band",
+            "status",
+            "outputs",
             "autoreg calls/fwd",
             "graph breaks (b)/(c)",
-            "recompiles (b)/(c)",
+            "frames,cg skips,cg recordings (b)/(c)",
         ]
         sections.append(("Forward: (c) autoreg.Module / (b) hand-registered", headers, rows))
     if report["micro"]:
@@ -313,11 +353,21 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[st
                 _ns_cell(r["plain_ns"]),
                 _ns_cell(r["auto_ns"]),
                 _ratio_cell(r["ratio_median"], r["ratio_min"], r["ratio_max"]),
+                _ratio_cell(r["control_median"], r["control_min"], r["control_max"]),
                 f"<= {r['limit']:.2f}" if r["limit"] is not None else "",
+                "" if r["met"] is None else "met" if r["met"] else "MISSED",
             ]
             for r in report["micro"]
         ]
-        headers = ["operation", "nn.Module", "autoreg", "autoreg/nn.Module [min, max]", "target"]
+        headers = [
+            "operation",
+            "nn.Module",
+            "autoreg",
+            "autoreg/nn.Module [min, max]",
+            "A/A nn.Module/nn.Module",
+            "target",
+            "status",
+        ]
         sections.append(("Micro: autoreg.Module / nn.Module (CPU)", headers, rows))
     rows = [
         [t["target"], t["limit"], t["value"], "met" if t["met"] else "MISSED", t["note"]]
@@ -325,6 +375,10 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[st
     ]
     sections.append(("Targets", ["target", "limit", "value", "status", "note"], rows))
     return sections
+
+
+def _counters_cell(counters: dict[str, dict[str, int]]) -> str:
+    return " / ".join(",".join(str(counters[v][c]) for c in COUNTERS) for v in ("hand", "auto"))
 
 
 def _pair(values: dict[str, Any], reduce: Any) -> str:
@@ -357,19 +411,23 @@ def format_text(report: dict[str, Any]) -> str:
 def format_markdown(report: dict[str, Any]) -> str:
     """The markdown file: the same tables, with the settings and the errors (a) ran into."""
     s = report["settings"]
+    m = report["machine"]
+    tf32 = ", ".join(f"`{name}` = {value}" for name, value in m["tf32"].items())
     lines = [
-        f"# autoreg benchmarks ({report['kind']}): {report['machine']['device']}, "
-        f"{report['machine']['date']}",
+        f"# autoreg benchmarks ({report['kind']}): {m['device']}, {m['date']}",
         "",
         f"**Machine:** {_header(report)}",
         "",
+        f"**Numerics:** torch threads {m['torch_threads']}; {tf32}.",
+        "",
         f"**Method:** forward: {s['forward_rounds']} rounds; each round gives each variant "
-        f"about {s['forward_round_s'] * 1000:.0f} ms of calls in blocks of about "
-        f"{s['forward_sub_block_s'] * 1000:.1f} ms, interleaved A B B A / B A A B; clock "
-        f"`{s['clock']}`, torch threads {report['machine']['torch_threads']}. Micro: "
-        f"`torch.utils.benchmark.Timer`, {s['micro_rounds']} rounds "
-        f"({s['micro_heavy_rounds']} for whole-model cases), A B B A. Ratios: median over rounds "
-        f"[min, max]. Command: `{s['command']}`; took {report['duration_s']} s.",
+        f"about {s['forward_round_s'] * 1000:.0f} ms of calls in blocks of at least "
+        f"{s['forward_sub_block_s'] * 1000:.1f} ms, interleaved A B B A / B A A B, after a "
+        "lock-step warm-up until the dynamo and CUDA-graph counters stop changing; clock: "
+        f"{s['clocks']['forward']}. Micro: {s['micro_rounds']} rounds "
+        f"({s['micro_heavy_rounds']} for whole-model cases), plain / autoreg / A/A control in a "
+        f"palindrome; clock: {s['clocks']['micro']}. Ratios: median over rounds [min, max]. "
+        f"Command: `{s['command']}`; took {report['duration_s']} s.",
         "",
     ]
     for title, headers, rows in _sections(report):
@@ -379,15 +437,38 @@ def format_markdown(report: dict[str, Any]) -> str:
     lines += [
         "## Reading the numbers",
         "",
-        "- **A/A control**: (b) against a second instance of (b) (eager), or against itself "
-        "(compiled: dynamo runs a model faster on the instance it compiled for, which a second "
-        "instance would measure), timed the same way; its distance from 1.00 is the noise floor "
-        "of that configuration on this machine. Eager rounds are shared among "
-        f"{EAGER_INSTANCE_SETS} freshly built pairs of instances.",
+        "- **A/A control**: (b) against a second, separately built instance of (b) of the "
+        "configuration's first model (compiled modes: each instance compiled on its own, as (b) "
+        "and (c) are), timed the same way; its distance from 1.00 is the noise floor of that "
+        "configuration on this machine. Eager rounds are shared among "
+        f"{EAGER_INSTANCE_SETS} freshly built pairs of instances. Micro cases have an A/A "
+        "control each: a second plain setup against the first.",
+        "- **(c)-(b)**: median over rounds of the difference per call, in microseconds.",
+        "- **status**: `ok` when the median ratio is in the band, the counters are equal and "
+        "the outputs of a steady-state call agree; `counters differ` when dynamo frames, "
+        "CUDA-graph skips or CUDA-graph recordings differ between (b) and (c), or changed while "
+        "timed (the timing then includes compilation or recording); `outputs differ` when (c)'s "
+        "steady-state outputs are not (b)'s (bitwise; on CUDA within the dtype's tolerance).",
+        "- **frames,cg skips,cg recordings**: dynamo frames converted (compilations), "
+        "inductor's CUDA-graph skips (`counters['inductor']['cudagraph_skips']`; on a CPU every "
+        "reduce-overhead graph is a skip) and CUDA-graph recordings, per variant, whole run.",
         "- **autoreg calls/fwd**: Python functions of the autoreg package entered during one "
         "steady-state eager forward of (c). 0 means no autoreg code runs in forward, so a ratio "
         "away from 1.00 there is noise, not overhead.",
     ]
+    kept = sorted(
+        {(r["model"], n) for r in report["forward"] for n in r["state_kept_outside_graph"]}
+    )
+    if kept:
+        lines.append(
+            "- **reduce-overhead and state written in forward** ("
+            + ", ".join(f"{model}.{name}" for model, name in kept)
+            + "): forward assigns a CUDA-graph output to the module, which the next replay "
+            "overwrites. After every call the caller copies it into a tensor of its own, "
+            "allocated once (a fixed address, so the graph's static input does not move and the "
+            "graph is not re-recorded), and assigns that back: what a user of "
+            '`mode="reduce-overhead"` must do. The copy is timed, for (b) and (c) alike.'
+        )
     lines += [
         f"- **{model}** runs different code in (b) by design: {why}"
         for model, why in STRUCTURAL.items()
@@ -416,6 +497,19 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
+def check_plotting() -> None:
+    """Fail at start-up, not after the run, when the PNG cannot be drawn."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as error:
+        raise SystemExit(
+            f"python -m benchmarks: matplotlib cannot be imported ({error}); it draws the PNG "
+            "of the results. Install it (pip install matplotlib, or the [test] extra), or pass "
+            "--no-png to write the JSON and markdown only (python -m benchmarks --plot FILE.json "
+            "draws the PNG later)."
+        ) from None
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     """A PNG of the ratios: forward per model and mode, and micro per operation."""
     import matplotlib
@@ -423,7 +517,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    forward = [r for r in report["forward"] if not r["error"]]
+    forward = [r for r in report["forward"] if not r["error"] and not r["skipped"]]
     micro = report["micro"]
     heights = [max(len(forward), 1), max(len(micro), 1)]
     fig, axes = plt.subplots(
@@ -442,7 +536,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
             micro,
             [r["label"] for r in micro],
             None,
-            "micro: autoreg.Module / nn.Module (red: target)",
+            "micro: autoreg.Module / nn.Module (red: target, grey x: A/A control)",
         ),
     ):
         ys = list(range(len(rows)))[::-1]
@@ -452,6 +546,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         colors = ["tab:gray" if r.get("control") else "tab:blue" for r in rows]
         for y, m, lo, hi, color in zip(ys, medians, low, high, colors, strict=True):
             ax.errorbar([m], [y], xerr=[[lo], [hi]], fmt="o", color=color, ecolor="0.75")
+        for y, r in zip(ys, rows, strict=True):
+            if "control_median" in r:  # micro: the case's A/A control
+                ax.plot([r["control_median"]], [y], marker="x", color="tab:gray")
         ax.axvline(1.0, color="0.3", linewidth=0.8)
         if band:
             ax.axvspan(*band, color="tab:green", alpha=0.15)
@@ -469,13 +566,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_files(report: dict[str, Any], out: Path) -> dict[str, Path]:
-    """Write ``<device>-<date>[-quick].{json,md,png}`` under ``out``; return the paths."""
+def write_files(report: dict[str, Any], out: Path, png: bool = True) -> dict[str, Path]:
+    """Write ``<device>-<date>[-suffix].{json,md,png}`` under ``out``; return the paths."""
     out.mkdir(parents=True, exist_ok=True)
     m = report["machine"]
-    stem = f"{m['device']}-{m['date']}" + ("-quick" if report["kind"] == "quick" else "")
+    stem = f"{m['device']}-{m['date']}{report['settings']['file_suffix']}"
     paths = {suffix: out / f"{stem}.{suffix}" for suffix in ("json", "md", "png")}
     paths["json"].write_text(json.dumps(report, indent=1, default=str) + "\n")
     paths["md"].write_text(format_markdown(report))
-    plot(report, paths["png"])
+    if png:
+        plot(report, paths["png"])
+    else:
+        del paths["png"]
     return paths

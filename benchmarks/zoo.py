@@ -1,4 +1,6 @@
-"""The model zoo: ten models, each written three ways with the same math and the same weights.
+"""The model zoo: ten small models and a transformer layer at two sizes, each written three ways.
+
+Each model is written three ways with the same math and the same weights:
 
 (a) ``plain``: ``nn.Module`` with bare tensor attributes - the bug autoreg fixes.
 (b) ``hand``:  ``nn.Module`` with every tensor registered by hand (``register_buffer`` /
@@ -23,7 +25,7 @@ from torch import nn
 
 import autoreg
 
-__all__ = ["MODELS", "VARIANTS", "ModelSpec", "by_name"]
+__all__ = ["LAYERS", "MODELS", "VARIANTS", "ModelSpec", "by_name"]
 
 VARIANTS = ("plain", "hand", "auto")
 """(a), (b), (c), in that order."""
@@ -42,6 +44,15 @@ class ModelSpec:
     auto: type[nn.Module]
     make_inputs: Callable[[int], Inputs]
     hand_note: str = ""  # how (b) holds its tensors, where it is not one register_buffer each
+    # Tensors forward writes to the module. Under mode="reduce-overhead" they are CUDA-graph
+    # outputs, which the next replay overwrites: the caller must keep them outside the graph.
+    state_written_in_forward: tuple[str, ...] = ()
+    # The move check's inputs, where a batch of 2 from make_inputs would be needlessly large.
+    check_inputs: Callable[[], Inputs] | None = None
+
+    def inputs_for_check(self) -> Inputs:
+        """A small batch for the move check."""
+        return self.check_inputs() if self.check_inputs else self.make_inputs(2)
 
     def build(self, variant: str, seed: int = 0) -> nn.Module:
         """A fresh instance of ``variant`` in eval mode, its random draws seeded with ``seed``."""
@@ -583,7 +594,7 @@ def _spec(
     bare: Callable[[type[nn.Module]], type[nn.Module]],
     hand: type[nn.Module],
     make_inputs: Callable[[int], Inputs],
-    **extra: str,
+    **extra: Any,
 ) -> ModelSpec:
     return ModelSpec(name, about, bare(nn.Module), hand, bare(autoreg.Module), make_inputs, **extra)
 
@@ -648,6 +659,7 @@ MODELS: tuple[ModelSpec, ...] = (
         lambda batch: (_randn(batch, RNN_INPUT),),
         hand_note="state: register_buffer('state', None, persistent=False) in __init__, "
         "then reassigned in forward (nn.Module stores it in _buffers)",
+        state_written_in_forward=("state",),
     ),
     _spec(
         "IndexMixer",
@@ -667,10 +679,93 @@ MODELS: tuple[ModelSpec, ...] = (
 )
 
 
+# --- 11. A transformer layer sized like a real one ----------------------------------------------
+# The ten models above are 2 to 64 wide: on a GPU their forward is launch overhead. This one is a
+# pre-norm decoder layer, 4096 wide (201 M parameters; at batch 8 x 512 tokens a forward is about
+# 1.7 TFLOP, milliseconds on an H200 in bfloat16), with its causal mask and rotary tables as plain
+# attributes. The same code at 64 wide is what the GPU plan runs on a CPU.
+
+LAYER_SEQ_CHECK = 16  # tokens in the move check: it checks where tensors are, not speed
+
+
+def _layer_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    batch, length, dim = x.shape
+    qkv = self.qkv(self.norm1(x)).view(batch, length, 3, self.heads, dim // self.heads)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    cos, sin = self.cos[:length], self.sin[:length]
+    q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+    mask = self.causal_mask[:length, :length]
+    attended = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, dim))
+    return x + self.mlp(self.norm2(x))
+
+
+def _layer_spec(dim: int, heads: int, max_len: int, seq: int) -> ModelSpec:
+    """A LayerBlock ``dim`` wide: the three variants, inputs of ``seq`` tokens."""
+    head_dim = dim // heads
+
+    def tables() -> tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = 1.0 / 10000 ** (torch.arange(0, head_dim, 2) / head_dim)
+        angles = torch.arange(max_len)[:, None] * inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos(), angles.sin()
+
+    def layers(module: nn.Module) -> None:
+        module.norm1 = nn.LayerNorm(dim)
+        module.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        module.proj = nn.Linear(dim, dim, bias=False)
+        module.norm2 = nn.LayerNorm(dim)
+        module.mlp = nn.Sequential(
+            nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"), nn.Linear(4 * dim, dim)
+        )
+
+    def bare(base: type[nn.Module]) -> type[nn.Module]:
+        class LayerBlock(base):  # type: ignore[misc, valid-type]
+            def __init__(self) -> None:
+                super().__init__()
+                self.heads = heads
+                layers(self)
+                self.causal_mask = torch.ones(max_len, max_len, dtype=torch.bool).tril()
+                self.cos, self.sin = tables()
+
+            forward = _layer_forward
+
+        return LayerBlock
+
+    class LayerBlockHand(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.heads = heads
+            layers(self)
+            mask = torch.ones(max_len, max_len, dtype=torch.bool).tril()
+            self.register_buffer("causal_mask", mask, persistent=False)
+            cos, sin = tables()
+            self.register_buffer("cos", cos, persistent=False)
+            self.register_buffer("sin", sin, persistent=False)
+
+        forward = _layer_forward
+
+    return _spec(
+        f"LayerBlock{dim}",
+        f"pre-norm decoder layer, {dim} wide, {heads} heads, SDPA with a causal mask (bool) and "
+        f"rotary cos/sin tables as plain attributes; inputs of {seq} tokens",
+        bare,
+        LayerBlockHand,
+        lambda batch: (torch.randn(batch, seq, dim, generator=_generator()),),
+        check_inputs=lambda: (torch.randn(1, LAYER_SEQ_CHECK, dim, generator=_generator()),),
+    )
+
+
+LAYERS: tuple[ModelSpec, ...] = (
+    _layer_spec(4096, 32, 2048, 512),  # the GPU plan on a GPU
+    _layer_spec(64, 4, 64, 16),  # the GPU plan on a CPU: the same code, tiny
+)
+
+
 def by_name(name: str) -> ModelSpec:
-    """The zoo model called ``name``."""
-    for spec in MODELS:
+    """The zoo model called ``name`` (one of MODELS or LAYERS)."""
+    for spec in (*MODELS, *LAYERS):
         if spec.name == name:
             return spec
-    known = ", ".join(spec.name for spec in MODELS)
+    known = ", ".join(spec.name for spec in (*MODELS, *LAYERS))
     raise KeyError(f"no zoo model {name!r}; known: {known}")
