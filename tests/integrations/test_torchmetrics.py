@@ -1,0 +1,235 @@
+"""torchmetrics: a Metric held by an autoreg module, and a Metric subclass with the mixin.
+
+A ``Metric`` keeps its states (``add_state``) as plain attributes that it converts, resets and
+syncs across processes itself. The rule (README, contract): what a base class that does not use
+autoreg assigns - ``Metric.add_state`` - keeps nn.Module's behaviour, so the states stay Metric's,
+exactly as on the twin. On main they became buffers: a parent's ``.half()`` converted them past
+Metric's dtype guard, and ``DDP(broadcast_buffers=True)`` overwrote each rank's accumulators with
+rank 0's at every forward.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchmetrics")
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torchmetrics import Metric
+from torchmetrics.regression import MeanSquaredError
+
+import autoreg
+
+# --- a Metric held as a submodule ----------------------------------------------------------------
+
+
+class AutoModel(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+        self.mse = MeanSquaredError()
+        self.offset = torch.full((1,), 0.5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = self.lin(x) + self.offset
+        self.mse.update(out.detach(), y)
+        self.last = out.detach()  # runtime state: carried on autoreg, plain on the twin
+        return out
+
+
+class TwinModel(nn.Module):
+    forward = AutoModel.forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+        self.mse = MeanSquaredError()
+        self.register_buffer("offset", torch.full((1,), 0.5), persistent=False)
+
+
+def _metric_states(metric: Metric) -> dict[str, tuple[torch.dtype, torch.device]]:
+    return {
+        name: (getattr(metric, name).dtype, getattr(metric, name).device)
+        for name in metric._defaults
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16], ids=["float64", "float16"])
+def test_a_metric_held_by_an_autoreg_module_behaves_as_in_the_twin(dtype: torch.dtype) -> None:
+    models = {}
+    for cls in (AutoModel, TwinModel):
+        torch.manual_seed(0)
+        model = cls()
+        model(torch.randn(3, 4), torch.randn(3, 1))
+        model.to(dtype)
+        models[cls] = model
+    auto, twin = models[AutoModel], models[TwinModel]
+
+    assert (
+        [n for n, _ in auto.named_buffers()] == [n for n, _ in twin.named_buffers()] == ["offset"]
+    )
+    assert auto.state_dict().keys() == twin.state_dict().keys()
+    assert _metric_states(auto.mse) == _metric_states(twin.mse)
+    assert auto.offset.dtype == twin.offset.dtype == dtype
+    assert auto.last.dtype == dtype  # carried; the twin leaves it behind:
+    assert twin.last.dtype == torch.float32
+    torch.testing.assert_close(auto.mse.compute(), twin.mse.compute(), rtol=0, atol=0)
+
+
+# --- a Metric subclass with the mixin ------------------------------------------------------------
+
+
+class AutoSum(autoreg.AutoRegisterMixin, Metric):
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("values", default=[], dist_reduce_fx="cat")
+        self.scale = torch.tensor(2.0)  # the subclass's own tensor: a buffer
+
+    def update(self, x: torch.Tensor) -> None:
+        self.total += x.sum()
+        self.values.append(x)
+
+    def compute(self) -> torch.Tensor:
+        return self.total * self.scale
+
+
+class TwinSum(Metric):
+    update = AutoSum.update
+    compute = AutoSum.compute
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("values", default=[], dist_reduce_fx="cat")
+        self.register_buffer("scale", torch.tensor(2.0), persistent=False)
+
+
+def test_metric_states_are_not_buffers() -> None:
+    auto, twin = AutoSum(), TwinSum()
+
+    assert [n for n, _ in auto.named_buffers()] == [n for n, _ in twin.named_buffers()] == ["scale"]
+    assert auto.state_dict().keys() == twin.state_dict().keys()  # main: buffers, but not persistent
+
+
+@pytest.mark.parametrize(
+    ("move", "guarded"),
+    [(nn.Module.half, True), (nn.Module.double, True), (lambda m: m.to(torch.float64), False)],
+    ids=["half", "double", "to_float64"],
+)
+def test_a_parents_dtype_move_leaves_the_states_as_the_twin(
+    move: Callable[[nn.Module], nn.Module], guarded: bool
+) -> None:
+    metrics = {}
+    for cls in (AutoSum, TwinSum):
+        parent = nn.Sequential(cls())
+        parent[0].update(torch.ones(3))
+        move(parent)
+        metrics[cls] = parent[0]
+    auto, twin = metrics[AutoSum], metrics[TwinSum]
+
+    # Metric's own guard keeps the states' dtype on .half() / .double(), not on .to(dtype).
+    assert (twin.total.dtype == torch.float32) is guarded
+    assert auto.total.dtype == twin.total.dtype  # main: converted by .half() / .double()
+    assert auto.values[0].dtype == twin.values[0].dtype
+    assert auto._defaults["total"].dtype == twin._defaults["total"].dtype
+    assert auto.scale.dtype == twin.scale.dtype != torch.float32
+    torch.testing.assert_close(auto.compute(), twin.compute(), rtol=0, atol=0)
+
+
+# --- DDP(broadcast_buffers=True), 2 gloo processes on 127.0.0.1 -----------------------------------
+
+WORLD = 2
+STEPS = 3
+COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=20)
+DEADLINE = 90.0  # seconds for the whole run, imports included
+
+
+class Holder(nn.Module):
+    def __init__(self, metric: Metric) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+        self.metric = metric
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.metric.update(x)
+        return self.lin(x)
+
+
+def _contribution(rank: int, step: int) -> float:
+    return float(10 * rank + step + 1)
+
+
+def _worker(rank: int, port: int, directory: str) -> None:
+    """Accumulate per-rank values through a DDP forward; record what compute() syncs to."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
+    warnings.filterwarnings("ignore", "`broadcast_buffers` is deprecated", FutureWarning)
+    torch.set_num_threads(1)
+    result: dict[str, object] = {}
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=WORLD,
+        timeout=COLLECTIVE_TIMEOUT,
+    )
+    try:
+        for cls in (AutoSum, TwinSum):
+            torch.manual_seed(0)
+            ddp = DistributedDataParallel(Holder(cls()), broadcast_buffers=True)
+            for step in range(STEPS):
+                ddp(torch.full((1, 4), _contribution(rank, step))).sum().backward()
+            result[cls.__name__] = ddp.module.metric.compute().item()
+    except Exception:  # noqa: BLE001 - reported to the parent, which fails the test
+        result["error"] = traceback.format_exc()
+    finally:
+        Path(directory, f"rank{rank}.json").write_text(json.dumps(result))
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.mark.slow
+def test_ddp_does_not_overwrite_per_rank_metric_states(tmp_path: Path) -> None:
+    context = mp.start_processes(
+        _worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=False, start_method="spawn"
+    )
+    deadline = DEADLINE
+    try:
+        while not context.join(timeout=1.0):
+            deadline -= 1.0
+            if deadline <= 0:
+                break
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+    # Each step adds 4 * value on each rank; torchmetrics sums the ranks' totals in compute().
+    expected = 2.0 * sum(4 * _contribution(r, s) for r in range(WORLD) for s in range(STEPS))
+    for rank in range(WORLD):
+        report = tmp_path / f"rank{rank}.json"
+        assert report.exists(), f"rank {rank} did not finish within {DEADLINE:.0f} s"
+        result = json.loads(report.read_text())
+        assert "error" not in result, f"rank {rank}:\n{result['error']}"
+        assert result["TwinSum"] == expected, f"rank {rank}"
+        assert result["AutoSum"] == expected, f"rank {rank}"  # main: rank 0's states broadcast
