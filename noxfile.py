@@ -71,7 +71,7 @@ def _matrix_session(torch: str) -> None:
         _install(session, torch, "test")
         session.run("pytest", *session.posargs)
 
-    run.__doc__ = f"The suite on torch {torch} (tests/integrations skipped: .[test] only)."
+    run.__doc__ = f"The suite on torch {torch}, without the integrations extra (those tests skip)."
     nox.session(run, python=PYTHON, name=f"torch-{torch}", tags=["matrix"], default=False)
 
 

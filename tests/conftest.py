@@ -6,23 +6,21 @@ itself changed says so: an expected value that depends on the version compares
 does not count); ``@pytest.mark.requires_torch("2.9", reason=...)`` marks a test of something older
 torch lacks, and skips it there with the reason (CI's default torch, 2.13, skips none).
 
-tests/integrations needs the ``integrations`` extra (lightning, transformers, ...): without it the
-directory is not collected and the summary says why; ``AUTOREG_REQUIRE_INTEGRATIONS=1`` (set by the
-default nox session) makes a missing package an error instead.
+Each file of tests/integrations skips (``pytest.importorskip``) when its framework, from the
+``integrations`` extra, is missing; ``AUTOREG_REQUIRE_INTEGRATIONS=1`` (set by the default nox
+session, which CI runs) makes a missing one an error instead, so that CI skips none.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
 from autoreg._config import ENV_VAR
 
-INTEGRATIONS_DIR = Path(__file__).parent / "integrations"
 INTEGRATIONS = (
     "lightning",
     "transformers",
@@ -36,37 +34,12 @@ INTEGRATIONS = (
 REQUIRE_INTEGRATIONS = "AUTOREG_REQUIRE_INTEGRATIONS"
 
 
-def _missing_integrations() -> list[str]:
-    return [name for name in INTEGRATIONS if importlib.util.find_spec(name) is None]
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if collection_path != INTEGRATIONS_DIR:
-        return None
-    missing = _missing_integrations()
-    if not missing:
-        return None
-    if os.environ.get(REQUIRE_INTEGRATIONS) == "1":
+def pytest_sessionstart(session: pytest.Session) -> None:
+    missing = [name for name in INTEGRATIONS if importlib.util.find_spec(name) is None]
+    if missing and os.environ.get(REQUIRE_INTEGRATIONS) == "1":
         raise pytest.UsageError(
-            f"{REQUIRE_INTEGRATIONS}=1 but {', '.join(missing)} cannot be imported: "
-            "pip install -e '.[test,integrations]'"
-        )
-    config.stash[_SKIPPED_INTEGRATIONS] = missing
-    return True
-
-
-_SKIPPED_INTEGRATIONS = pytest.StashKey[list[str]]()
-
-
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
-    missing = config.stash.get(_SKIPPED_INTEGRATIONS, None)
-    if missing:
-        terminalreporter.write_line(
-            f"SKIPPED tests/integrations (not collected): {', '.join(missing)} not installed; "
-            "pip install -e '.[test,integrations]' to run them",
-            yellow=True,
+            f"{REQUIRE_INTEGRATIONS}=1 but {', '.join(missing)} cannot be imported, so "
+            "tests/integrations would skip them: pip install -e '.[test,integrations]'"
         )
 
 
