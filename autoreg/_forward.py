@@ -262,9 +262,9 @@ def _run(
 ) -> None:
     """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``."""
     twin = _copy_model(model, low)
-    originals: _ByTensor[torch.Tensor] = _ByTensor()
-    inputs = _copy_inputs((args, kwargs), low, originals)
-    audit = _Audit(twin, low, findings, originals)
+    values: _ByTensor[torch.Tensor] = _ByTensor()
+    inputs = _copy_inputs((args, kwargs), low, values)
+    audit = _Audit(twin, low, findings, values)
     grad = torch.enable_grad() if backward else torch.no_grad()
     try:
         with _default_device_cpu(), grad, audit:
@@ -319,9 +319,9 @@ def _copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
     return twin.to(STAND_IN) if low is None else twin.to(STAND_IN, low)
 
 
-def _copy_inputs(inputs: Any, low: torch.dtype | None, originals: _ByTensor[torch.Tensor]) -> Any:
+def _copy_inputs(inputs: Any, low: torch.dtype | None, values: _ByTensor[torch.Tensor]) -> Any:
     """The inputs, deep-copied, with every tensor nested in lists, tuples and dicts moved;
-    ``originals`` maps each moved tensor to the caller's (values read back come from it)."""
+    ``values`` maps each moved tensor to the caller's, which holds its values."""
     memo: dict[int, Any] = {}
     for tensor in _tensors(inputs):
         moved = tensor.detach().to(STAND_IN)
@@ -329,7 +329,7 @@ def _copy_inputs(inputs: Any, low: torch.dtype | None, originals: _ByTensor[torc
             moved = moved.to(low)
         memo[id(tensor)] = moved.requires_grad_(tensor.requires_grad)
         if tensor.device.type != STAND_IN.type:
-            originals[memo[id(tensor)]] = tensor.detach()
+            values[memo[id(tensor)]] = tensor.detach()
     return copy.deepcopy(inputs, memo)
 
 
@@ -396,6 +396,9 @@ class _ByTensor(Generic[_V]):
     def __setitem__(self, tensor: torch.Tensor, value: _V) -> None:
         self._map[tensor] = value
 
+    def discard(self, tensor: torch.Tensor) -> None:
+        self._map.pop(tensor, None)  # type: ignore[no-untyped-call]
+
     def __contains__(self, tensor: torch.Tensor) -> bool:
         return tensor in self._map
 
@@ -423,10 +426,12 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         twin: nn.Module,
         low: torch.dtype | None,
         findings: dict[tuple[str, str, int], ForwardFinding],
-        originals: _ByTensor[torch.Tensor],
+        values: _ByTensor[torch.Tensor],
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.originals = originals  # the caller's input tensor of each moved input
+        # The values of stand-in tensors where they are known: the inputs (the caller's tensors,
+        # never written to) and what is computed from them alone (lengths.max(), mask.all()).
+        self.values = values
         self.low = low
         self.findings = findings
         self.sites: _ByTensor[_Site] = _ByTensor()
@@ -462,7 +467,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if name == "copy_" and args[0].device.type == "cpu" and stand_in:
             return args[0]  # a copy to the CPU from a device without values: nothing to copy
         if name == "_to_copy" and stand_in and _target_device(kwargs, args[0]).type == "cpu":
-            original = self.originals.get(args[0])
+            original = self.values.get(args[0])
             if original is None:  # values read back from the stand-in device: ones
                 original = torch.ones(args[0].shape, dtype=args[0].dtype)
             out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
@@ -470,15 +475,42 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return out
         result = self._call(func, args, kwargs, replace, named, stand_in)
         self._tag_outputs(func, name, kwargs, tensors, result)
+        self._follow_values(func, args, kwargs, result)
         return result
 
+    def _follow_values(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
+    ) -> None:
+        """Compute on the CPU the values of what an operation makes from known values alone."""
+        if _writes_self(func):  # the values of a tensor written in place are no longer known
+            if isinstance(args[0], torch.Tensor):
+                self.values.discard(args[0])
+            return
+        outputs = _tensors(result)
+        if not any(t.device.type == STAND_IN.type for t in outputs):
+            return
+        known = _with_values(self.values, args, kwargs)
+        if known is None:
+            return
+        known_args, known_kwargs = known
+        if "device" in known_kwargs:  # a copy to the stand-in device: its value stays here
+            known_kwargs = {**known_kwargs, "device": None}
+        try:
+            computed = _tensors(func(*known_args, **known_kwargs))
+        except Exception:  # noqa: BLE001 - the value stays unknown
+            return
+        for out, value in zip(outputs, computed, strict=False):
+            if out.device.type == STAND_IN.type:
+                self.values[out] = value
+
     def _read(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``.item()``, ``bool(t)``, ``torch.equal`` on a stand-in tensor: the input's own value
-        for an input; otherwise a stand-in value (False, 1, 1.0), which steers the pass the way
-        values usually do (no error raised on bad values, loops run once)."""
-        originals = [self.originals.get(a) for a in args if isinstance(a, torch.Tensor)]
-        if all(o is not None for o in originals):
-            return func(*[_original(self.originals, a) for a in args], **kwargs)
+        """``.item()``, ``bool(t)``, ``torch.equal`` on a stand-in tensor: its value where it is
+        known (computed from the inputs alone); otherwise a stand-in value (False, 1, 1.0), which
+        steers the pass the way values usually do (no error raised on bad values, loops run
+        once)."""
+        known = _with_values(self.values, args, kwargs)
+        if known is not None:
+            return func(*known[0], **known[1])
         tensor = args[0]
         if func.overloadpacket.__name__ != "_local_scalar_dense" or tensor.dtype == torch.bool:
             return False  # bool(t), torch.equal(a, b), a boolean's .item()
@@ -677,9 +709,24 @@ def _writes_self(func: Any) -> bool:
     return bool(schema) and schema[0].alias_info is not None and schema[0].alias_info.is_write
 
 
-def _original(originals: _ByTensor[torch.Tensor], value: Any) -> Any:
-    found = originals.get(value) if isinstance(value, torch.Tensor) else None
-    return value if found is None else found
+def _with_values(
+    values: _ByTensor[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """``args`` and ``kwargs`` with each stand-in tensor replaced by its known value; ``None``
+    if one is unknown, or if there is no tensor (a factory: its values are not worth making)."""
+    leaves = _tensors((args, kwargs))
+    if not leaves:
+        return None
+    found: dict[int, torch.Tensor] = {}
+    for tensor in leaves:
+        value = values.get(tensor) if tensor.device.type == STAND_IN.type else tensor
+        if value is None:
+            return None
+        found[id(tensor)] = value
+    swapped: tuple[tuple[Any, ...], dict[str, Any]] = tree_map_only(
+        torch.Tensor, lambda t: found[id(t)], (args, kwargs)
+    )
+    return swapped
 
 
 def _cast(
