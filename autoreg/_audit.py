@@ -55,17 +55,11 @@ from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
+from ._carry import registered_tensors
+from ._contract import CARRIED, CONTAINER, MODULE_INTERNALS, OWNED, why_no_buffer_slot
 from ._declarations import Declaration
 from ._errors import NotAModuleError, describe
-from ._mixin import (
-    _CARRIED,
-    _CONTAINER,
-    _MODULE_INTERNALS,
-    _OWNED,
-    AutoRegisterMixin,
-    _registered_tensors,
-    _why_no_buffer_slot,
-)
+from ._mixin import AutoRegisterMixin
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
 __all__ = ["Finding", "find_unregistered", "register_tensors"]
@@ -182,7 +176,7 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
     """
     _check_module(module, "find_unregistered")
     findings: list[Finding] = []
-    registered = _registered_tensors(module.modules())
+    registered = registered_tensors(module.modules())
     _audit(module, "", registered, set(module.modules()), findings, reached=True)
     return findings
 
@@ -208,7 +202,7 @@ def _audit(
             if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except tensors that require grad.
-            carried = reached and owned.get(name) in (_CARRIED, _CONTAINER)
+            carried = reached and owned.get(name) in (CARRIED, CONTAINER)
             for path, tensor in iter_tensors(value, _join(prefix, name)):
                 if id(tensor) in registered or id(tensor) in reported:
                     continue
@@ -271,7 +265,7 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
                 or isinstance(value, nn.Parameter)
                 or value.requires_grad
                 or name in owned
-                or _why_no_buffer_slot(type(sub), name) is not None
+                or why_no_buffer_slot(type(sub), name) is not None
             ):
                 continue
             # register_buffer refuses a name that is already a plain attribute.
@@ -308,7 +302,7 @@ def _owned(module: nn.Module) -> dict[str, str]:
     """
     if not isinstance(module, AutoRegisterMixin):
         return {}
-    owned: dict[str, str] = module.__dict__.get(_OWNED) or {}
+    owned: dict[str, str] = module.__dict__.get(OWNED) or {}
     return owned
 
 
@@ -343,7 +337,7 @@ def _candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
     for name, value in list(module.__dict__.items()):
         if not isinstance(value, (torch.Tensor, *CONTAINERS)):
             continue
-        if name in _MODULE_INTERNALS or name.startswith("_autoreg_") or name in recomputed:
+        if name in MODULE_INTERNALS or name.startswith("_autoreg_") or name in recomputed:
             continue
         if declarations.get(name) is Declaration.PLAIN:
             continue
@@ -369,7 +363,7 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
             return FIX_STRAY_PARAMETER.format(name=name)
         if tensor.requires_grad:
             return FIX_PARAMETER if tensor.is_leaf else FIX_AUTOGRAD_RESULT
-        where = _why_no_buffer_slot(type(module), name)
+        where = why_no_buffer_slot(type(module), name)
         if where is not None:
             return FIX_NO_SLOT.format(name=name, where=where)
         if isinstance(module, AutoRegisterMixin):

@@ -21,7 +21,7 @@ Design note
   ``nn.ParameterList``), not modules.
 - ``BufferDict`` keys are strings that can name a buffer: not empty or dotted, not a method or
   attribute of the class (``keys``, ``persistent``, ...) - the rule ``register_buffer`` applies,
-  checked up front so that the error says why (``_mixin._why_no_buffer_slot``). ``update`` keeps
+  checked up front so that the error says why (``_contract.why_no_buffer_slot``). ``update`` keeps
   the order of a plain dict (``nn.ParameterDict`` sorts it).
 """
 
@@ -34,8 +34,8 @@ from typing import Any, Final, Self, cast, overload
 import torch
 from torch import nn
 
+from ._contract import why_no_buffer_slot
 from ._errors import BufferKeyError, BufferTypeError, describe
-from ._mixin import _why_no_buffer_slot
 
 __all__ = ["BufferDict", "BufferList"]
 
@@ -233,7 +233,7 @@ class BufferDict(nn.Module):
         if not isinstance(key, str):
             raise BufferTypeError(KEY_NOT_A_STRING.format(key=key, type=type(key).__name__))
         if key not in self._buffers:
-            where = _why_no_buffer_slot(type(self), key)
+            where = why_no_buffer_slot(type(self), key)
             if where is None and key in self.__dict__:
                 where = "is an attribute of this BufferDict"
             if where is not None:

@@ -75,7 +75,7 @@ def describe(value: Any) -> str:
     return f"'{torch.typename(value)}'"
 
 
-# --- Class definition (rule 12) -----------------------------------------------------------------
+# --- Class definition (class keywords) ----------------------------------------------------------
 
 MIXIN_AFTER_MODULE = """\
 class {cls} lists nn.Module before autoreg.AutoRegisterMixin in its bases, so \
@@ -106,7 +106,7 @@ AUTOREG_MODE={value!r} is not a mode autoreg knows.
 Valid values: {valid}. Leave it unset (or empty) to use each class's own keywords; \
 the default is 'register'."""
 
-# --- Assignments (rules 6, 7, 10 and 11) ---------------------------------------------------------
+# --- Assignments (rows 6, 7, 10 and 11; strict and warn mode) -------------------------------------
 
 _FIXES = """\
 Make it explicit, whichever fits (annotations go in the class body):

@@ -1,4 +1,5 @@
-"""Rule 12: wrong use fails when the class is created; AUTOREG_MODE is validated and applied."""
+"""Class keywords (README, Options): wrong use fails when the class is created; AUTOREG_MODE is
+validated and applied."""
 
 from __future__ import annotations
 
@@ -141,3 +142,68 @@ def test_a_bad_autoreg_mode_lists_the_valid_values_and_the_default(
     )
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, autoreg.AutoRegisterError)
+
+
+class StrictBase(autoreg.Module, strict=True):
+    pass
+
+
+class PersistentBase(autoreg.Module, persistent=True):
+    pass
+
+
+class WarnBase(autoreg.Module, warn=True):
+    pass
+
+
+@pytest.mark.parametrize(
+    "bases",
+    [(StrictBase, PersistentBase), (PersistentBase, StrictBase)],
+    ids=["strict-first", "persistent-first"],
+)
+def test_each_keyword_comes_from_the_nearest_base_that_set_it(bases: tuple[type, ...]) -> None:
+    class Both(*bases):  # type: ignore[misc]
+        pass
+
+    assert Both.__autoreg__.mode is Mode.STRICT
+    assert Both.__autoreg__.persistent
+
+
+def test_between_two_bases_the_nearer_mode_wins_and_the_own_keyword_over_both() -> None:
+    class StrictFirst(StrictBase, WarnBase):
+        pass
+
+    class WarnFirst(WarnBase, StrictBase):
+        pass
+
+    class Own(StrictBase, warn=True):
+        pass
+
+    assert StrictFirst.__autoreg__.mode is Mode.STRICT
+    assert WarnFirst.__autoreg__.mode is Mode.WARN
+    assert Own.__autoreg__.mode is Mode.WARN
+
+
+def test_strict_errors_name_the_class_that_made_it_strict() -> None:
+    class Child(PersistentBase, StrictBase):
+        pass
+
+    with pytest.raises(
+        autoreg.UnregisteredTensorError, match=r"Child is strict \(class StrictBase\(\.\.\., strict"
+    ):
+        Child().table = torch.zeros(1)
+
+
+def test_a_type_error_of_a_cooperating_base_is_its_own() -> None:
+    class Versioned:
+        def __init_subclass__(cls, *, version: int = 0, **kwargs: object) -> None:
+            super().__init_subclass__(**kwargs)
+            if version < 1:
+                raise TypeError(f"{cls.__name__}: version must be >= 1, got {version}")
+
+    with pytest.raises(TypeError, match=r"^Old: version must be >= 1, got 0$") as caught:
+
+        class Old(autoreg.AutoRegisterMixin, Versioned, nn.Module, version=0):
+            pass
+
+    assert not isinstance(caught.value, autoreg.ClassDefinitionError)

@@ -1,4 +1,4 @@
-"""Rule 2: tensors assigned during construction become buffers, through register_buffer."""
+"""Row 10: tensors assigned during construction become buffers, as register_buffer makes them."""
 
 from __future__ import annotations
 

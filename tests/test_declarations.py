@@ -1,4 +1,4 @@
-"""Rules 4, 9 and 13: annotations declare buffers (and plain attributes), whenever assigned."""
+"""Rows 5 and 9: annotations declare buffers (and plain attributes), whenever assigned."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule 1: Parameters, nn.Buffers, modules and registered names take nn.Module's own path."""
+"""Rows 1 and 3: Parameters, nn.Buffers, modules and registered names take nn.Module's own path."""
 
 from __future__ import annotations
 

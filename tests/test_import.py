@@ -1,4 +1,4 @@
-"""Rule 14: importing autoreg changes nothing for modules that don't use it."""
+"""Importing autoreg changes nothing for modules that don't use it (README, first screen)."""
 
 from __future__ import annotations
 

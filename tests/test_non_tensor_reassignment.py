@@ -1,9 +1,10 @@
-"""Rule 8: a name autoreg owns that later receives a non-tensor becomes a plain attribute."""
+"""Rows 2 and 12: a name autoreg owns that later receives a non-tensor becomes a plain attribute."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 import autoreg
 
@@ -63,26 +64,46 @@ def test_a_tensor_after_the_plain_value_is_carried_again() -> None:
     assert model.double().auto.dtype == torch.float64
 
 
-def test_register_buffer_makes_an_auto_buffer_explicit() -> None:
+def test_an_nn_buffer_takes_an_auto_buffer_over() -> None:
+    """Row 1: an explicit nn.Buffer makes the name nn.Module's: no more row 2 for it."""
     model = Model()
-    model.register_buffer("auto", torch.ones(2), persistent=False)
+    model.auto = nn.Buffer(torch.ones(2), persistent=True)
     assert "auto" not in vars(model)["_autoreg_owned"]
+    assert model.state_dict().keys() == {"auto", "explicit"}
     with pytest.raises(TypeError, match=r"cannot assign 'int' as buffer 'auto'"):
         model.auto = 3
 
 
-def test_register_buffer_takes_over_a_carried_name() -> None:
+def test_register_buffer_is_nn_modules_own() -> None:
+    """register_buffer is not autoreg's: over an auto buffer it replaces it, with the persistence
+    it is given, as nn.Module's would; the name stays autoreg's (row 2 still applies)."""
+    model = Model()
+    model.register_buffer("auto", torch.ones(2), persistent=True)
+    assert model.state_dict().keys() == {"auto", "explicit"}
+    model.auto = 3
+    assert model.auto == 3
+    assert "auto" not in model._buffers
+
+
+@pytest.mark.parametrize("base", [nn.Module, autoreg.Module], ids=["nn.Module", "autoreg"])
+def test_register_buffer_over_a_runtime_attribute_raises_as_in_nn_module(
+    base: type[nn.Module],
+) -> None:
+    """A carried tensor is a plain attribute (row 11): register_buffer refuses the name, exactly
+    as it does for nn.Module's plain attribute, and nothing is lost."""
+    model = base()
+    model.state = torch.zeros(1)
+    with pytest.raises(KeyError, match=r"attribute 'state' already exists"):
+        model.register_buffer("state", torch.ones(1))
+    assert torch.equal(vars(model)["state"], torch.zeros(1))
+    assert "state" not in model._buffers
+
+
+def test_an_nn_buffer_takes_a_carried_name_over() -> None:
+    """Row 1 over a carried name: the buffer replaces the runtime tensor."""
     model = Model()
     model.state = torch.zeros(1)
-    model.register_buffer("state", torch.ones(1))
+    model.state = nn.Buffer(torch.ones(1))
     assert model.state_dict().keys() == {"explicit", "state"}
     assert "state" not in vars(model)
-
-
-def test_a_failed_register_buffer_leaves_the_carried_tensor_in_place() -> None:
-    model = Model()
-    model.state = torch.zeros(1)
-    with pytest.raises(TypeError, match=r"cannot assign 'int' object to buffer 'state'"):
-        model.register_buffer("state", 3)  # type: ignore[arg-type]
-    assert vars(model)["_autoreg_owned"]["state"] == "carried"
-    assert torch.equal(vars(model)["state"], torch.zeros(1))
+    assert "state" not in vars(model)["_autoreg_owned"]

@@ -1,4 +1,5 @@
-"""Rule 5: annotation > class keyword ``persistent=`` > default non-persistent."""
+"""Persistence (README, Options; rows 9 and 10): annotation > class keyword ``persistent=`` >
+default non-persistent."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule 3: tensors first assigned after construction are carried, never module state."""
+"""Row 11: tensors first assigned after construction are carried, never module state."""
 
 from __future__ import annotations
 
@@ -126,3 +126,27 @@ def test_nn_module_leaves_the_runtime_tensor_behind() -> None:
 
     model = PlainRecurrent().double()
     assert model.state.dtype == torch.float32
+
+
+def test_a_carried_alias_of_an_ancestors_buffer_follows_that_buffer() -> None:
+    """Row 11: within one .to() of a tree, one converted tensor per original, whoever holds it
+    (nn.Module converts the children before the parent's buffers)."""
+
+    class Child(autoreg.Module):
+        pass
+
+    class Parent(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.zeros(3)
+            self.child = Child()
+            self.sibling = Child()
+
+    model = Parent()
+    model.child.view = model.table
+    model.sibling.rows = [model.table, model.child.view]
+    model.double()
+    assert model.table.dtype == torch.float64
+    assert model.child.view is model.table
+    assert model.sibling.rows[0] is model.table
+    assert model.sibling.rows[1] is model.table

@@ -1,4 +1,5 @@
-"""Rule 10: strict mode raises on every tensor it would register or carry, unless declared."""
+"""Strict mode (README, Options): raises on every tensor it would register or carry, unless
+declared."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule 11: warn mode registers or carries as usual and warns once per (class, name)."""
+"""Warn mode (README, Options): registers or carries as usual and warns once per (class, name)."""
 
 from __future__ import annotations
 
@@ -81,3 +81,17 @@ def test_declared_names_do_not_warn() -> None:
         module = Gradual()
         module.declared = torch.ones(1)
     assert "declared" in module._buffers
+
+
+def test_the_warning_points_at_the_assignment_through_a_setattr_override() -> None:
+    class Logged(autoreg.Module, warn=True):
+        def __setattr__(self, name: str, value: object) -> None:
+            super().__setattr__(name, value)
+
+    module = Logged()
+    with pytest.warns(autoreg.AutoRegisterWarning) as record:
+        module.state = torch.zeros(2)  # the runtime line the warning points at
+    assert record[0].filename == __file__
+    with open(__file__) as source:
+        line = source.readlines()[record[0].lineno - 1]
+    assert "the runtime line the warning points at" in line

@@ -1,0 +1,138 @@
+"""``.to()`` for what autoreg carries: runtime tensors and containers (rows 8, 10 and 11).
+
+nn.Module's ``_apply`` converts parameters and buffers; the mixin's ``_apply`` also converts the
+tensors an instance carries. Within one ``.to()`` of a tree, each original tensor becomes one
+converted tensor, whoever holds it: a carried tensor that is a buffer of another module of the
+tree (``parent.child.view = parent.table``) ends up as that buffer's converted tensor, and a tensor
+carried by two modules is converted once. nn.Module converts a module's children before its own
+buffers, so carried tensors are converted last, by the outermost autoreg ``_apply`` of the call.
+
+Most processes carry nothing: while no live instance carries a tensor, ``_apply`` is nn.Module's
+plus one frame. While some do, the outermost ``_apply`` wraps ``fn`` to remember what it made of the
+carried tensors' originals, and converts the carried tensors of the tree at the end.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ._contract import CARRIED, CONTAINER, OWNED
+from ._walk import CONTAINERS, iter_tensors, map_tensors
+
+__all__ = [
+    "CARRIERS",
+    "Conversion",
+    "add_carrier",
+    "carries",
+    "loose_tensors",
+    "registered_tensors",
+]
+
+# The live instances that carry, or have carried, a tensor or a container: id -> weak reference.
+# A plain dict, so that `if CARRIERS` costs what `.to()` can afford on every module.
+CARRIERS: dict[int, weakref.ref[nn.Module]] = {}
+
+
+def add_carrier(module: nn.Module) -> None:
+    key = id(module)
+    if key not in CARRIERS:
+        CARRIERS[key] = weakref.ref(module, lambda _: CARRIERS.pop(key, None))
+
+
+def carries(module: nn.Module) -> bool:
+    owned: dict[str, str] | None = module.__dict__.get(OWNED)
+    return owned is not None and any(role in (CARRIED, CONTAINER) for role in owned.values())
+
+
+class Conversion:
+    """``fn`` of one ``.to()`` of a tree, remembering what it made of the carried tensors."""
+
+    __slots__ = ("carriers", "converted", "fn", "parameters", "wanted")
+
+    def __init__(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], modules: Iterable[nn.Module]
+    ) -> None:
+        self.fn = fn
+        self.carriers: list[nn.Module] = []
+        # id -> (original, converted): the original is kept alive, so its id stays its own.
+        self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        carried = [
+            t
+            for ref in list(CARRIERS.values())
+            if (module := ref()) is not None
+            for t in _carried_tensors(module)
+        ]
+        self.wanted = {id(t): t for t in carried if not isinstance(t, nn.Parameter)}
+        # Parameters held in carried containers: nn.Module may replace a parameter by a new one
+        # (a move to another device): the container must hold the one in the module afterwards.
+        self.parameters: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
+        held = {id(t) for t in carried if isinstance(t, nn.Parameter)}
+        if held:
+            for key, entry in registered_tensors(modules).items():
+                if key in held:
+                    self.parameters[key] = entry
+
+    def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
+        new = self.fn(tensor)
+        if id(tensor) in self.wanted:
+            self.converted[id(tensor)] = (tensor, new)
+        return new
+
+    def convert(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The converted tensor for a carried one: one per original within the call."""
+        if isinstance(tensor, nn.Parameter):
+            entry = self.parameters.get(id(tensor))
+            return entry[1][entry[2]] if entry is not None else tensor  # not autoreg's to move
+        done = self.converted.get(id(tensor))
+        if done is not None:
+            return done[1]
+        new = tensor if tensor.requires_grad else self.fn(tensor)  # row 7: not autoreg's
+        self.converted[id(tensor)] = (tensor, new)
+        return new
+
+    def finish(self) -> None:
+        """Convert the carried tensors of every module of the tree that carries some."""
+        for module in self.carriers:
+            d = module.__dict__
+            for name, role in d[OWNED].items():
+                value = d.get(name)
+                if role == CARRIED and isinstance(value, torch.Tensor):
+                    d[name] = self.convert(value)
+                elif role == CONTAINER and isinstance(value, CONTAINERS):
+                    d[name] = map_tensors(value, self.convert)
+
+
+def _carried_tensors(module: nn.Module) -> list[torch.Tensor]:
+    d = module.__dict__
+    found: list[torch.Tensor] = []
+    for name, role in (d.get(OWNED) or {}).items():
+        if role in (CARRIED, CONTAINER):
+            found.extend(t for _, t in iter_tensors(d.get(name)))
+    return found
+
+
+def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Tensor]]:
+    """The tensors in ``value`` that only autoreg would move: not registered, not requiring grad."""
+    found = [(path, t) for path, t in iter_tensors(value) if not t.requires_grad]
+    if found:
+        registered = registered_tensors(module.modules())
+        found = [(path, t) for path, t in found if id(t) not in registered]
+    return found
+
+
+def registered_tensors(
+    modules: Iterable[nn.Module],
+) -> dict[int, tuple[torch.Tensor, dict[str, Any], str]]:
+    """``id(tensor) -> (tensor, registry, key)`` for the parameters and buffers of ``modules``."""
+    found: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
+    for module in modules:
+        for registry in (module._parameters, module._buffers):
+            for key, tensor in registry.items():
+                if tensor is not None:
+                    found[id(tensor)] = (tensor, registry, key)
+    return found

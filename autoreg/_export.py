@@ -1,0 +1,41 @@
+"""The export guard: non-strict ``torch.export`` must not leave fake tensors on a real module.
+
+Non-strict export runs ``forward`` on fake tensors, then restores the attributes the module had
+before tracing - not new ones: a tensor or container first assigned while it traces would stay on
+the module, fake, and the module would compute with it afterwards. autoreg refuses that assignment
+with ``ExportError`` (rows 8 to 11); ``nn.Module`` has the same leak, silently.
+
+Detection needs ``torch.compiler.is_exporting`` (torch >= 2.6); on older torch nothing is detected.
+Strict export traces with dynamo and leaves the module untouched: it is never refused.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._errors import NEW_NAME_DURING_EXPORT, ExportError, describe
+from ._walk import iter_tensors
+
+__all__ = ["refuse_while_exporting"]
+
+_is_exporting = getattr(torch.compiler, "is_exporting", None)
+
+
+def refuse_while_exporting(module: nn.Module, name: str, value: object, action: str) -> None:
+    """Raise ExportError if non-strict ``torch.export`` traces the first assignment of ``name``."""
+    if _is_exporting is None or not _is_exporting() or torch.compiler.is_dynamo_compiling():
+        return
+    if isinstance(value, torch.Tensor):
+        what = describe(value)
+    else:
+        first = next(iter_tensors(value), None)
+        if first is None:
+            return  # a container without tensors: nothing fake stays behind
+        path, tensor = first
+        what = f"{type(value).__name__} holding {name}{path} = {describe(tensor)}"
+    raise ExportError(
+        NEW_NAME_DURING_EXPORT.format(
+            action=action, cls=type(module).__name__, name=name, value=what
+        )
+    )
