@@ -1,0 +1,228 @@
+"""``python -m autoreg audit TARGET --forward``: both audits; same exit statuses, tables, JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autoreg.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MODELS = """\
+import torch
+from torch import nn
+
+
+class Clean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    def forward(self, x, scale=1.0):
+        return self.linear(x) * scale
+
+
+class Positions(nn.Module):
+    def forward(self, x):
+        positions = torch.arange(x.shape[-1])
+        return x + positions
+
+
+class Selects(nn.Module):
+    def forward(self, x):
+        return x[x > 0]
+
+
+def clean():
+    print("building the model")
+    return Clean(), (torch.ones(3, 2),)
+
+
+def clean_with_kwargs():
+    return Clean(), [torch.ones(3, 2)], {"scale": 2.0}
+
+
+def positions():
+    return Positions(), (torch.ones(2, 4),)
+
+
+def selects():
+    return Selects(), (torch.ones(2, 4),)
+
+
+def model_only():
+    return Clean()
+
+
+def args_not_a_sequence():
+    return Clean(), torch.ones(3, 2)
+
+
+instance = Clean()
+"""
+
+POSITIONS_LINE = MODELS.splitlines().index("        positions = torch.arange(x.shape[-1])") + 1
+SELECTS_LINE = MODELS.splitlines().index("        return x[x > 0]") + 1
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("forward_targets")
+    (directory / "cli_forward_models.py").write_text(MODELS)
+    yield directory
+    sys.modules.pop("cli_forward_models", None)
+
+
+@pytest.fixture
+def importable(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(model_dir))
+    monkeypatch.chdir(model_dir)
+    return model_dir
+
+
+def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "AUTOREG_MODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "autoreg", *args],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# --- in a subprocess: the motivating Net, and a clean model ---------------------------------------
+
+
+def test_the_net_example_exits_1_with_both_tables() -> None:
+    result = run(ROOT, "audit", "examples.net:example", "--forward")
+    assert (result.returncode, result.stderr) == (1, "")
+    source = (ROOT / "examples" / "net.py").read_text().splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "x = torch.rand(2, 3)" in text)
+    tables = result.stdout.split("\n\n")
+    assert tables[0].splitlines()[1].startswith("w3    Net    float32[2, 3] cpu  ")
+    assert tables[1] == "1 tensor in Net would be left behind by .to()."
+    rows = tables[2].splitlines()
+    assert rows[0].split() == ["WHERE", "KIND", "TENSOR", "OP", "FIX"]
+    assert rows[1].startswith(f"examples/net.py:{line}  device  float32[2, 3] cpu  add (line ")
+    assert rows[2].startswith(f"examples/net.py:{line}  dtype   float32[2, 3] cpu  add (line ")
+    assert tables[3] == (
+        "2 strays in the forward of Net: tensors that stay on the default device or dtype when "
+        "the model moves.\n"
+    )
+
+
+def test_a_clean_forward_exits_0(model_dir: Path) -> None:
+    result = run(model_dir, "audit", "cli_forward_models:clean", "--forward")
+    assert (result.returncode, result.stderr) == (0, "building the model\n")
+    assert result.stdout == (
+        "Nothing in Clean would be left behind by .to().\n\n"
+        "Nothing in the forward of Clean stays behind when it moves.\n"
+    )
+
+
+# --- in process -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [("cli_forward_models:clean_with_kwargs", 0), ("cli_forward_models:positions", 1)],
+    ids=["model-args-kwargs", "a-stray"],
+)
+def test_the_factory_returns_model_and_args_and_optionally_kwargs(
+    importable: Path, capsys: pytest.CaptureFixture[str], target: str, status: int
+) -> None:
+    assert main(["audit", target, "--forward"]) == status
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.endswith("when it moves.\n" if status == 0 else "when the model moves.\n")
+
+
+def test_json_adds_the_forward_findings(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "--json", "--forward", "cli_forward_models:positions"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["target"], report["class"], report["findings"]) == (
+        "cli_forward_models:positions",
+        "Positions",
+        [],
+    )
+    device = report["forward"][0]
+    assert device == {
+        "kind": "device",
+        "filename": str(importable / "cli_forward_models.py"),
+        "lineno": POSITIONS_LINE,
+        "source": "positions = torch.arange(x.shape[-1])",
+        "op": "add",
+        "op_filename": str(importable / "cli_forward_models.py"),
+        "op_lineno": POSITIONS_LINE + 1,
+        "tensor": "int64[4] cpu",
+        "entered": False,
+        "fix": "device=x.device (or .to(x)); a constant: make it once in __init__ as a buffer "
+        "(autoreg.Module registers it)",
+    }
+    assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not
+
+
+def test_without_forward_the_json_has_no_forward_key(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "--json", "cli_forward_models:Clean"]) == 0
+    assert "forward" not in json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            "cli_forward_models:model_only",
+            r"^cli_forward_models:model_only\(\) returned the module Clean\(\.\.\.\): with "
+            r"--forward, expected \(model, args\) or \(model, args, kwargs\), e\.g\. return "
+            r"Net\(\), \(torch\.ones\(2, 3\),\)$",
+        ),
+        (
+            "cli_forward_models:instance",
+            r"^cli_forward_models:instance is the module Clean\(\.\.\.\): with --forward",
+        ),
+        (
+            "cli_forward_models:args_not_a_sequence",
+            r"^cli_forward_models:args_not_a_sequence\(\) returned \(Clean\(",
+        ),
+        (
+            "cli_forward_models:selects",
+            r"^cannot audit the forward of cli_forward_models:selects: the forward of Selects "
+            rf"raised on the meta device, at cli_forward_models.py:{SELECTS_LINE}: ",
+        ),
+    ],
+    ids=["a-module", "a-module-instance", "args-not-a-sequence", "meta-cannot-run-it"],
+)
+def test_usage_errors_exit_2(
+    importable: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
+) -> None:
+    assert main(["audit", target, "--forward"]) == 2
+    out, err = capsys.readouterr()
+    prefix = "python -m autoreg audit: error: "
+    assert out == ""
+    assert err.startswith(prefix)
+    assert "Traceback" not in err
+    assert re.search(message, err[len(prefix) :], flags=re.MULTILINE)
+
+
+def test_the_usage_message_documents_forward(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--forward also run one forward pass on the meta device" in out
+    assert "(model, args) or (model, args, kwargs)" in out
