@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             move_results = move.run_move_check(device, models)
         if "speed" in parts:
             progress("forward speed ...")
-            forward = speed.run_forward_speed(
+            speed.run_forward_speed(
                 device,
                 configs,
                 rounds=settings.forward_rounds,
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 sub_s=settings.forward_sub_block_s,
                 progress=progress,
                 deadline=deadline,
+                results=forward,
             )
         if "micro" in parts:
             progress("micro ...")

@@ -405,6 +405,8 @@ def format_text(report: dict[str, Any]) -> str:
         lines.append("")
     met = sum(t["met"] for t in report["targets"])
     lines.append(f"{met}/{len(report['targets'])} targets met; took {report['duration_s']} s")
+    if report["settings"].get("interrupted"):
+        lines.append(f"INCOMPLETE: {report['settings']['interrupted']}")
     return "\n".join(lines)
 
 
@@ -430,6 +432,8 @@ def format_markdown(report: dict[str, Any]) -> str:
         f"Command: `{s['command']}`; took {report['duration_s']} s.",
         "",
     ]
+    if s.get("interrupted"):
+        lines += [f"**Incomplete:** {s['interrupted']}.", ""]
     for title, headers, rows in _sections(report):
         lines += [f"## {title}", "", _md_row(headers), _md_row(["---"] * len(headers))]
         lines += [_md_row(row) for row in rows]
@@ -440,7 +444,7 @@ def format_markdown(report: dict[str, Any]) -> str:
         "- **A/A control**: (b) against a second, separately built instance of (b) of the "
         "configuration's first model (compiled modes: each instance compiled on its own, as (b) "
         "and (c) are), timed the same way; its distance from 1.00 is the noise floor of that "
-        "configuration on this machine. Eager rounds are shared among "
+        "configuration on this machine. Eager rounds of the small models are shared among "
         f"{EAGER_INSTANCE_SETS} freshly built pairs of instances. Micro cases have an A/A "
         "control each: a second plain setup against the first.",
         "- **(c)-(b)**: median over rounds of the difference per call, in microseconds.",

@@ -207,15 +207,17 @@ def run_forward_speed(
     sub_s: float,
     progress: Callable[[str], None] = lambda line: None,
     deadline: float | None = None,
+    results: list[ForwardResult] | None = None,
 ) -> list[ForwardResult]:
     """Time every model of every configuration; errors are recorded, not raised.
 
     Each configuration starts with an A/A control on its first model, timed the same way: (b)
     against a second instance of (b), each compiled on its own in compiled modes. Its distance
     from 1.00 is the noise floor of the A/B ratios after it. Jobs not started by ``deadline``
-    (a ``time.perf_counter()`` value) are recorded as skipped.
+    (a ``time.perf_counter()`` value) are recorded as skipped. Results are appended to
+    ``results`` as they come (a new list if None): an interrupted run keeps what it measured.
     """
-    results = []
+    results = [] if results is None else results
     timing = (rounds, round_s, sub_s)
     with _counting_cudagraph_recordings(device):
         for config in configs:
@@ -277,9 +279,9 @@ def _run_one(
 ) -> None:
     """Time (b) against ``second``: (c), or (b) again for the A/A control.
 
-    Eager rounds are shared among a few freshly built pairs of instances, so that where one
-    instance's tensors happen to lie in memory does not decide the ratio; compiled models keep
-    one pair (a new instance could recompile).
+    Eager rounds of the small models are shared among a few freshly built pairs of instances, so
+    that where one instance's tensors happen to lie in memory does not decide the ratio; compiled
+    models and the layer keep one pair (a new instance could recompile).
     """
     rounds, round_s, sub_s = timing
     eager = config.mode == "eager"
@@ -289,7 +291,8 @@ def _run_one(
     timed_changes = dict.fromkeys(PAIR, 0)
     times: dict[str, list[float]] = {variant: [] for variant in PAIR}
     diffs: list[float] = []
-    sets = EAGER_INSTANCE_SETS if eager else 1
+    # A layer's time is its kernels', wherever its tensors lie; building one takes seconds.
+    sets = EAGER_INSTANCE_SETS if eager and spec not in LAYERS else 1
     iters = cycles = 0
     state = spec.state_written_in_forward if config.mode == "reduce-overhead" else ()
     result.state_kept_outside_graph = state
