@@ -13,16 +13,16 @@
 # - matplotlib for the PNG; without it the run goes on with --no-png, and
 #   `python -m benchmarks --plot benchmarks/results/cuda-<date>.json` draws it later, anywhere;
 # - autoreg comes from this checkout: the repository root is the working directory.
-# Time: no forward job starts after BUDGET_S seconds (default 400; the rest are reported as
-# skipped), and at LIMIT_S seconds (default 480) the run is interrupted with SIGINT, which still
+# Time: no forward job starts after BUDGET_S seconds (default 390; the rest are reported as
+# skipped), and at LIMIT_S seconds (default 470) the run is interrupted with SIGINT, which still
 # writes what was measured. Exit status: the benchmark's (124 or 130 if interrupted).
 # DEVICE=cpu rehearses the script without a GPU: the GPU plan at tiny sizes, cpu-<date>-gpu-plan.*.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
-budget=${BUDGET_S:-400}
-limit=${LIMIT_S:-480}
+budget=${BUDGET_S:-390}
+limit=${LIMIT_S:-470}
 results=${RESULTS_DIR:-benchmarks/results}
 export PYTHONUNBUFFERED=1
 

@@ -426,10 +426,16 @@ def format_markdown(report: dict[str, Any]) -> str:
         f"about {s['forward_round_s'] * 1000:.0f} ms of calls in blocks of at least "
         f"{s['forward_sub_block_s'] * 1000:.1f} ms, interleaved A B B A / B A A B, after a "
         "lock-step warm-up until the dynamo and CUDA-graph counters stop changing; clock: "
-        f"{s['clocks']['forward']}. Micro: {s['micro_rounds']} rounds "
-        f"({s['micro_heavy_rounds']} for whole-model cases), plain / autoreg / A/A control in a "
-        f"palindrome; clock: {s['clocks']['micro']}. Ratios: median over rounds [min, max]. "
-        f"Command: `{s['command']}`; took {report['duration_s']} s.",
+        f"{s['clocks']['forward']}. "
+        + (
+            f"Micro: {s['micro_rounds']} rounds ({s['micro_heavy_rounds']} for whole-model "
+            "cases), plain / autoreg / A/A control in a palindrome; clock: "
+            f"{s['clocks']['micro']}. "
+            if report["micro"]
+            else ""
+        )
+        + f"Ratios: median over rounds [min, max]. Command: `{s['command']}`; "
+        f"took {report['duration_s']} s.",
         "",
     ]
     if s.get("interrupted"):

@@ -379,3 +379,23 @@ def test_state_is_copied_into_one_tensor_of_the_callers_own():
     keep()
     assert cell.state is slot  # the same address every step: the graph's input does not move
     assert torch.equal(slot, torch.full((3,), 3.0))
+
+
+# Importing inductor imports a deprecated torch.jit API inside torch (a FutureWarning from 2.14).
+@pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.\w+` is deprecated:"
+    + ("FutureWarning" if torch.__version__ >= "2.14" else "DeprecationWarning")
+)
+def test_cudagraph_recordings_are_counted_around_record_function(monkeypatch: pytest.MonkeyPatch):
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
+
+    def recorded(self: object, new_inputs: list[Any], function_id: object) -> str:
+        return f"recorded {function_id}"
+
+    monkeypatch.setattr(CUDAGraphTreeManager, "record_function", recorded)
+    before = speed._snapshot()[2]
+    with speed._counting_cudagraph_recordings("cuda"):
+        assert CUDAGraphTreeManager.record_function(object(), [], "f") == "recorded f"
+        assert CUDAGraphTreeManager.record_function(object(), [], "g") == "recorded g"
+        assert speed._snapshot()[2] == before + 2
+    assert CUDAGraphTreeManager.record_function is recorded  # restored
