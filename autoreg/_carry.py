@@ -77,6 +77,12 @@ class Conversion:
                 if key in held:
                     self.parameters[key] = entry
 
+    def __repr__(self) -> str:
+        return repr(self.fn)  # torchmetrics' Metric._apply reads str(fn) to recognise .half()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fn, name)  # __name__, __qualname__, ...: those of fn
+
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
         new = self.fn(tensor)
         if id(tensor) in self.wanted:

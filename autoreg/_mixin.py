@@ -236,11 +236,10 @@ def _store(
 
 def _by_framework(record: ClassRecord) -> bool:
     """Whether the assignment is made by the code of a framework base class (row 4)."""
-    code = record.foreign_code
-    if not code or torch.compiler.is_compiling():
+    if not record.framework_code or torch.compiler.is_compiling():
         return False
     # _by_framework <- _assign <- AutoRegisterMixin.__setattr__ <- the assignment
-    return sys._getframe(3).f_code in code
+    return record.by_framework(sys._getframe(3))
 
 
 def _register(module: AutoRegisterMixin, name: str, value: torch.Tensor, persistent: bool) -> None:
@@ -338,7 +337,7 @@ def _adopt(module: AutoRegisterMixin) -> None:
     adopted: which of their attributes are the framework's is not in the pickle.
     """
     record = type(module).__autoreg__
-    if record.foreign_code:
+    if record.framework_code:
         return
     d = module.__dict__
     owned = _owned(d)

@@ -35,21 +35,23 @@ CONSTRUCTING: Final = "_autoreg_constructing"  # instance key, present only whil
 KEYWORDS: Final = ("persistent", "strict", "warn")
 
 _MISSING: Final = object()
+_FRAMES: Final = 8  # how far out row 4 looks for the method that made an assignment
 
 
 class ClassRecord:
     """What autoreg decided about one class when the class was created."""
 
     __slots__ = (
-        "_foreign_code",
         "apply_next",
         "cls",
         "declarations",
         "direct",
+        "framework_code",
         "mixin",
         "mode",
         "namespaces",
         "own",
+        "own_code",
         "persistent",
         "resolved",
         "strict_by",
@@ -84,8 +86,23 @@ class ClassRecord:
         # the first instance is built: forward references resolve against the finished module.
         self.declarations = read_declarations(cls, _declares)
         self.resolved = False
-        self._foreign_code: frozenset[types.CodeType] | None = None
-        self.foreign_code  # noqa: B018 - computed now, never inside a compiled forward
+        # The code of the framework bases (row 4): a base that is an nn.Module subclass without
+        # autoreg (LightningModule with its HyperparametersMixin, Metric, nn.Linear) and the
+        # classes in its MRO; nn.Module itself and object are not. And the code of the classes
+        # that use autoreg, which is the model's own.
+        framework = _framework_classes(cls, mixin)
+        self.framework_code = _code_of(framework)
+        self.own_code = (
+            _code_of(
+                {
+                    k
+                    for k in cls.__mro__
+                    if issubclass(k, mixin) and k.__module__ != mixin.__module__
+                }
+            )
+            if self.framework_code
+            else frozenset()
+        )
 
     def resolve_declarations(self) -> None:
         """Read the annotations again, once, now that the module defining the class is done."""
@@ -93,20 +110,24 @@ class ClassRecord:
             self.declarations = read_declarations(self.cls, _declares)
             self.resolved = True
 
-    @property
-    def foreign_code(self) -> frozenset[types.CodeType]:
-        """The code of the framework base classes: their assignments are theirs (row 4).
+    def by_framework(self, frame: types.FrameType | None) -> bool:
+        """Whether the assignment made in ``frame`` is a framework base's (row 4).
 
-        A framework base is a class in the MRO of a base that is an ``nn.Module`` subclass without
-        autoreg (``LightningModule`` with its ``HyperparametersMixin``, ``Metric``, ``nn.Linear``);
-        ``nn.Module`` itself and ``object`` are not.
+        The frames are walked outwards to the first one that runs a method of a class in the MRO:
+        a framework base's method (``save_hyperparameters`` -> a helper in Lightning's utilities
+        -> the assignment) makes it the framework's; a method of an autoreg class (a helper that
+        the model's own ``__init__`` calls) makes it the model's.
         """
-        if self._foreign_code is None:
-            code: set[types.CodeType] = set()
-            for klass in _framework_classes(self.cls, self.mixin):
-                code |= _class_code(klass)
-            self._foreign_code = frozenset(code)
-        return self._foreign_code
+        for _ in range(_FRAMES):
+            if frame is None:
+                break
+            code = frame.f_code
+            if code in self.framework_code:
+                return True
+            if code in self.own_code:
+                return False
+            frame = frame.f_back
+        return False
 
     def persistence(self, declaration: Declaration | None) -> bool:
         if declaration is Declaration.PERSISTENT:
@@ -188,6 +209,13 @@ def _framework_classes(cls: type, mixin: type) -> set[type]:
         if klass is not nn.Module and issubclass(klass, nn.Module) and not issubclass(klass, mixin):
             found.update(k for k in klass.__mro__ if k not in (nn.Module, object))
     return found
+
+
+def _code_of(classes: set[type]) -> frozenset[types.CodeType]:
+    code: set[types.CodeType] = set()
+    for klass in classes:
+        code |= _class_code(klass)
+    return frozenset(code)
 
 
 @functools.cache

@@ -150,3 +150,26 @@ def test_a_carried_alias_of_an_ancestors_buffer_follows_that_buffer() -> None:
     assert model.child.view is model.table
     assert model.sibling.rows[0] is model.table
     assert model.sibling.rows[1] is model.table
+
+
+def test_the_conversion_passed_down_reads_as_the_callers_own() -> None:
+    """While carried tensors are converted with the tree, an _apply override further down sees a
+    function that reads as the one .half() made (torchmetrics' Metric._apply tests str(fn))."""
+    seen: list[str] = []
+
+    class Inspecting(nn.Module):
+        def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+            seen.append(f"{fn} {fn.__qualname__}")
+            return super()._apply(fn, recurse)
+
+    class Parent(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.child = Inspecting()
+
+    model = Parent()
+    model.state = torch.zeros(2)  # carried: the tree's .to() converts it along
+    model.half()
+    assert len(seen) == 1
+    assert "Module.half.<locals>.<lambda>" in seen[0]
+    assert model.state.dtype == torch.float16
