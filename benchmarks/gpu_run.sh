@@ -56,7 +56,7 @@ mkdir -p "$results"
 log=$(mktemp)
 timeout --signal=INT --kill-after=30 "$limit" \
     "$python" -m benchmarks --plan gpu --device "$device" --parts move,speed \
-    --budget-s "$budget" --out "$results" "${extra[@]}" 2>&1 | tee "$log"
+    --budget-s "$budget" --out "$results" ${extra[@]+"${extra[@]}"} 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 json=$(grep -o "^wrote .*\.json$" "$log" | tail -1 | cut -c7-)
