@@ -112,6 +112,11 @@ _CPU_OK: Final[dict[str, frozenset[str]]] = {
     "_unsafe_index": frozenset({"indices"}),
     "_unsafe_index_put": frozenset({"indices"}),
     "_pack_padded_sequence": frozenset({"lengths"}),  # must be on the CPU
+    "_pad_packed_sequence": frozenset({"batch_sizes"}),  # a PackedSequence's: on the CPU
+    "lstm": frozenset({"batch_sizes"}),
+    "gru": frozenset({"batch_sizes"}),
+    "rnn_tanh": frozenset({"batch_sizes"}),
+    "rnn_relu": frozenset({"batch_sizes"}),
     "ctc_loss": frozenset({"input_lengths", "target_lengths"}),
     "_ctc_loss": frozenset({"input_lengths", "target_lengths"}),
 }
@@ -473,7 +478,10 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
             self.sites[out] = _Site(*self._line(), copied_back=True, typed="dtype" in kwargs)
             return out
-        result = self._call(func, args, kwargs, replace, named, stand_in)
+        try:
+            result = self._call(func, args, kwargs, replace, named, stand_in)
+        except Exception as error:  # noqa: BLE001 - raised again if no input on the CPU helps
+            result = self._on_the_cpu(error, func, args, kwargs, replace, named)
         self._tag_outputs(func, name, kwargs, tensors, result)
         self._follow_values(func, args, kwargs, result)
         return result
@@ -502,6 +510,27 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         for out, value in zip(outputs, computed, strict=False):
             if out.device.type == STAND_IN.type:
                 self.values[out] = value
+
+    def _on_the_cpu(
+        self,
+        error: Exception,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        replace: dict[int, torch.Tensor],
+        named: list[tuple[str, torch.Tensor]],
+    ) -> Any:
+        """Run an operation that raised with one input it wants on the CPU, where the caller
+        keeps it (packed-sequence lengths); raise the error again if none fits."""
+        for _, tensor in named:
+            value = self.values.get(tensor) if tensor.device.type == STAND_IN.type else None
+            if value is None:
+                continue
+            try:
+                return _invoke(func, args, kwargs, {**replace, id(tensor): value.to(tensor.dtype)})
+            except Exception:  # noqa: BLE001, S112 - the next one, or the first error
+                continue
+        raise error
 
     def _read(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``.item()``, ``bool(t)``, ``torch.equal`` on a stand-in tensor: its value where it is

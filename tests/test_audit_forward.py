@@ -31,7 +31,7 @@ from autoreg.testing import assert_no_strays
 from benchmarks import zoo
 from examples import net as net_example
 from tests import forward_zoo
-from tests.forward_zoo import PATTERNS
+from tests.forward_zoo import DIM, PATTERNS
 
 ZOO_FILE = inspect.getsourcefile(forward_zoo)
 MARKER = re.compile(r"# stray: ([\w, ]+)$")
@@ -91,7 +91,8 @@ def test_net_branches_2_and_3_are_clean(branch: int) -> None:
 def test_the_matmul_branch_is_found_by_cudas_rules_not_by_meta() -> None:
     """meta @ cpu succeeds where cuda @ cpu raises: running on meta alone would miss branch 1."""
     assert (torch.ones(2, 3, device="meta") @ torch.ones(3, 2)).device.type == "meta"
-    assert found(autoreg.audit_forward(net_example.Net(), 1))
+    findings = autoreg.audit_forward(net_example.Net(), 1, low_precision=None)
+    assert [(f.kind, f.op) for f in findings] == [("device", "mm")]
 
 
 def test_each_finding_reads_as_a_line_and_a_fix() -> None:
@@ -255,6 +256,16 @@ def test_backward_true_audits_the_backward_pass_too() -> None:
     }
 
 
+def test_a_shape_that_depends_on_the_inputs_alone_is_computed_too() -> None:
+    class Selects(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0] + torch.ones(3)
+
+    x = torch.tensor([1.0, -1.0, 2.0, 3.0])
+    findings = autoreg.audit_forward(Selects(), x, low_precision=None)
+    assert [(f.kind, f.tensor) for f in findings] == [("device", "float32[3] cpu")]
+
+
 def test_values_read_in_forward_are_computed_from_the_inputs() -> None:
     """meta has no values: a value computed from the inputs alone is computed on the CPU."""
 
@@ -272,6 +283,33 @@ def test_values_read_in_forward_are_computed_from_the_inputs() -> None:
             "int64[1, 4, 1] cpu",
         )
     ]
+
+
+class Packed(nn.Module):
+    def __init__(self, initial_state: bool = False) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(DIM, DIM, batch_first=True)
+        self.initial_state = initial_state
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+        state = None
+        if self.initial_state:
+            state = (torch.zeros(1, x.shape[0], DIM), torch.zeros(1, x.shape[0], DIM))
+        out, _ = self.rnn(packed, state)
+        return nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+
+
+def test_packed_sequences_keep_their_lengths_on_the_cpu_as_cuda_wants() -> None:
+    """pack_padded_sequence wants the lengths on the CPU, and the LSTM its batch sizes."""
+    x, lengths = torch.randn(3, 6, DIM), torch.tensor([6, 4, 2])
+    assert autoreg.audit_forward(Packed(), x, lengths, backward=True) == []
+    findings = autoreg.audit_forward(Packed(initial_state=True), x, lengths)
+    line = line_of(inspect.getmodule(Packed), "state = (torch.zeros(1, x.shape[0], DIM)")
+    assert found(findings) == {
+        ("test_audit_forward.py", line, "device"),
+        ("test_audit_forward.py", line, "dtype"),
+    }
 
 
 # --- no false findings ----------------------------------------------------------------------------
@@ -514,15 +552,15 @@ def test_anything_but_a_module_is_refused() -> None:
 
 
 def test_a_forward_meta_cannot_run_stops_with_the_line_and_what_was_found() -> None:
-    class Selects(nn.Module):
+    class Selects(forward_zoo._Linear):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = x + torch.ones(x.shape)
-            return y[y > 0]  # a shape that depends on values: meta cannot say
+            y = self.linear(x) + torch.ones(x.shape)
+            return y[y > 0]  # a shape that depends on the weights' values: meta cannot say
 
     with pytest.raises(
         ForwardAuditError, match=r"raised on the meta device, at .*test_audit_forward.py:\d+"
     ) as caught:
-        autoreg.audit_forward(Selects(), torch.ones(2, 3))
+        autoreg.audit_forward(Selects(), torch.ones(2, DIM))
     assert "Found before:" in str(caught.value)
     assert [f.kind for f in caught.value.findings] == ["device"]
 

@@ -37,8 +37,13 @@ class Positions(nn.Module):
 
 
 class Selects(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
     def forward(self, x):
-        return x[x > 0]
+        y = self.linear(x)
+        return y[y > 0]
 
 
 def clean():
@@ -70,7 +75,7 @@ instance = Clean()
 """
 
 POSITIONS_LINE = MODELS.splitlines().index("        positions = torch.arange(x.shape[-1])") + 1
-SELECTS_LINE = MODELS.splitlines().index("        return x[x > 0]") + 1
+SELECTS_LINE = MODELS.splitlines().index("        return y[y > 0]") + 1
 
 
 @pytest.fixture(scope="module")
