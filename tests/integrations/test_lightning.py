@@ -30,9 +30,6 @@ from ._support import carried
 pytestmark = [
     # Lightning's own use of torch.utils._pytree, deprecated in torch 2.13.
     pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated"),
-    pytest.mark.filterwarnings(r"ignore:`weights_only` was not set:UserWarning"),
-    pytest.mark.filterwarnings(r"ignore:The '\w+_dataloader' does not have many workers"),
-    pytest.mark.filterwarnings(r"ignore:.*bfloat16 is not supported by the CPU:UserWarning"),
 ]
 
 CLASS_WEIGHTS = (1.0, 2.0, 3.0)
