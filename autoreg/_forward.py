@@ -11,31 +11,37 @@ deployment. ``audit_forward`` finds them without a GPU:
 1. It deep-copies the model (parameters go straight to the stand-in device through the copy's
    memo, so no weight is duplicated) and moves the copy with its own ``.to()``, so that what
    ``.to()`` leaves behind on the real device is left behind here too. The inputs are copied and
-   moved with it. The caller's model, inputs and random number generators are left as they were.
+   moved with it. The caller's model, inputs and random number generators are left as they were;
+   a tensor made before the pass (a global) that forward writes to is written on a copy.
 2. It runs one forward of the copy on the stand-in device, ``meta`` (no memory, no values), under
    ``_Audit``, a ``TorchDispatchMode`` that sees the tensor arguments of every ATen operation.
    Factory calls without ``device=`` still land on the default device: nothing redirects them.
 3. Each operation is judged by CUDA's rules, not by meta's (``meta @ cpu`` succeeds where
    ``cuda @ cpu`` raises): a CPU tensor with at least one dimension, next to a stand-in tensor, is
    a device finding - except in the arguments CUDA takes from the CPU on purpose (``_CPU_OK``:
-   index tensors, ``copy_``'s source, packed-sequence lengths). A 0-dim CPU tensor is a scalar to
-   CUDA, never a finding. After recording it, the audit moves the stray to the stand-in device
-   and the pass goes on, so that one pass reports every stray.
-4. Where each stray came from: every tensor an operation makes from nothing (a factory, a numpy
-   array lifted by ``torch.tensor``, a copy back to the CPU) is tagged with the user's line that
-   made it - the first frame outside torch and autoreg; what an operation computes from tagged
-   tensors inherits the tag. A CPU tensor the pass meets untagged was made before ``forward``
-   (a global, a closure, a config object, ``torch.from_numpy``, a plain attribute ``.to()`` left
-   behind): it is tagged with the line where it entered. One finding per tagged line.
+   index tensors, ``copy_``'s source, packed-sequence lengths and batch sizes). A 0-dim CPU tensor
+   is a scalar to CUDA, never a finding. After recording it, the audit moves the stray to the
+   stand-in device and the pass goes on, so that one pass reports every stray.
+4. Where each stray came from: every tensor an operation makes from nothing (a factory, data
+   lifted by ``torch.tensor`` or ``torch.from_numpy``, a copy back to the CPU) is tagged with the
+   user's line that made it - the first frame outside torch and autoreg; what an operation
+   computes from tagged tensors inherits the tag. A CPU tensor the pass meets untagged was made
+   before ``forward`` (a global, a closure, a config object, a plain attribute ``.to()`` left
+   behind): it is tagged with the line where it entered. One finding per line and kind.
 5. A second pass converts the copy and the floating inputs to ``bfloat16`` and reports floating
    tensors made in forward in another floating dtype that promote a ``bfloat16`` operation
-   (``float32`` constants upcasting a half-precision model), and tagged tensors of another dtype
-   an operation rejects next to ``bfloat16`` ones. A dtype written in the code (``dtype=`` in a
-   factory, ``.float()``, ``.to(torch.float32)``) is deliberate, not a finding.
+   (``float32`` constants upcasting a half-precision model), or that an operation which does not
+   promote (``mm``, ``linear``; meta runs them, CUDA raises) gets next to ``bfloat16`` ones, and
+   tagged tensors of another dtype that make an operation raise. A dtype written in the code
+   (``dtype=`` in a factory, ``.float()``, ``.to(torch.float32)``) is deliberate, not a finding.
 
-Data-dependent reads cannot run on meta: a copy back to the CPU (``x.cpu()``, ``.numpy()``)
-gives zeros of the right shape, and ``.item()`` / ``bool(tensor)`` on a stand-in tensor stop the
-pass with ``ForwardAuditError``.
+Values: meta has none. What is computed from the inputs alone (``lengths.max()``, a mask of the
+input) is computed on the CPU as well, so that ``.item()``, ``bool(t)``, ``.cpu()`` and shapes
+that depend on values (``x[mask]``) behave as they will; an operation that raises on meta is
+tried again with one such input on the CPU, where the caller keeps it (``pack_padded_sequence``
+wants its lengths there). Any other value read is a stand-in (``False``, ``1``; ones for a copy
+to the CPU), and an operation meta cannot run on unknown values stops the pass with
+``ForwardAuditError``.
 """
 
 from __future__ import annotations
@@ -469,6 +475,12 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     if self.low is None:
                         self._record("device", tensor, func, stand_in)
                     replace[id(tensor)] = tensor.to(STAND_IN)
+        for tensor in _written(func, args, kwargs):
+            site = self.sites.get(tensor)
+            if tensor.device.type == "cpu" and (site is None or site.entered):
+                # Not made by this pass (a global, a closure's): written on a copy, so that the
+                # caller's state is left as it was.
+                replace.setdefault(id(tensor), tensor.clone())
         if name == "copy_" and args[0].device.type == "cpu" and stand_in:
             return args[0]  # a copy to the CPU from a device without values: nothing to copy
         if name == "_to_copy" and stand_in and _target_device(kwargs, args[0]).type == "cpu":
@@ -490,9 +502,10 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
     ) -> None:
         """Compute on the CPU the values of what an operation makes from known values alone."""
-        if _writes_self(func):  # the values of a tensor written in place are no longer known
-            if isinstance(args[0], torch.Tensor):
-                self.values.discard(args[0])
+        written = _written(func, args, kwargs)
+        if written:  # the values of a tensor written in place are no longer known
+            for tensor in written:
+                self.values.discard(tensor)
             return
         outputs = _tensors(result)
         if not any(t.device.type == STAND_IN.type for t in outputs):
@@ -731,6 +744,18 @@ def _invoke(
     if _writes_self(func) and id(args[0]) in replace and result is new_args[0]:
         return args[0]  # an in-place operation on a stray: the stray itself stays where it was
     return result
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors ``func`` writes to: ``self`` of an in-place operation, ``out=``."""
+    written: list[torch.Tensor] = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[position] if position < len(args) else kwargs.get(argument.name)
+        if isinstance(value, torch.Tensor):
+            written.append(value)
+    return written
 
 
 def _writes_self(func: Any) -> bool:

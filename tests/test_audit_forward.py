@@ -543,6 +543,20 @@ def test_the_model_and_inputs_given_are_left_as_they_were(
     assert np.array_equal(rng[2], np.random.get_state()[1])
 
 
+COUNTS = torch.zeros(3)
+
+
+class CountsCalls(forward_zoo._Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        COUNTS[0] += 1  # a global the forward writes to
+        return self.linear(x)
+
+
+def test_a_global_the_forward_writes_to_is_left_as_it_was() -> None:
+    assert autoreg.audit_forward(CountsCalls(), *forward_zoo.activations()) == []
+    assert COUNTS.tolist() == [0.0, 0.0, 0.0]
+
+
 # --- errors and assert_no_strays -----------------------------------------------------------------
 
 
