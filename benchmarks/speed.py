@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import math
 import statistics
@@ -342,7 +343,9 @@ def _run_one(
                 result.outputs_match = outputs_agree(result.outputs)
                 if eager:
                     result.autoreg_calls = _autoreg_calls(calls["auto"])
-                per_call = _per_call(calls["hand"], sync, sub_s)
+                calibrate = functools.partial(_per_call, calls["hand"], sync, sub_s)
+                per_call, changes = counted("hand", calibrate)
+                timed_changes["hand"] += changes
                 iters = max(1, math.ceil(sub_s / per_call))
                 cycles = max(1, round(round_s / (2 * iters * per_call)))
             share = rounds // sets + (index < rounds % sets)
