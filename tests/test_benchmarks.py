@@ -268,6 +268,19 @@ def test_gpu_plan_metadata(gpu_plan: tuple[dict[str, Any], str]):
     assert result["kind"] == "tiny gpu plan on cpu"
 
 
+@pytest.mark.slow
+def test_a_spent_budget_skips_forward_jobs_and_still_writes_the_report(tmp_path: Path):
+    args = ("--plan", "gpu", "--device", "cpu", "--parts", "speed", "--budget-s", "0.001")
+    result, stdout = _run(tmp_path, *args)
+    assert result["forward"]
+    for row in result["forward"]:
+        assert row["skipped"].startswith("time budget"), row
+        assert row["status"] == "skipped"
+    assert not any(t["met"] for t in result["targets"])
+    assert "skipped: time budget" in stdout
+    assert len(list(tmp_path.glob("cpu-*-gpu-plan.*"))) == 3
+
+
 # --- start-up, and the pieces the GPU run depends on --------------------------------------------
 
 
