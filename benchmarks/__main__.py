@@ -3,7 +3,7 @@
 Plans (``--plan``, default: ``gpu`` where CUDA is available, else ``cpu``):
 
 - ``cpu``: the ten small models, eager at batch 1 and 32 and under ``torch.compile``; the micro
-  benchmarks. About 4 minutes on a 2-core CPU (a third of it torch.compile).
+  benchmarks. About 5 minutes on a 2-core CPU (a quarter of it torch.compile).
 - ``gpu``: on CUDA, the ten small models eager at batch 1 (float32) and 256 (bfloat16), a
   4096-wide bfloat16 transformer layer (LayerBlock4096) eager, and under
   ``torch.compile(mode="reduce-overhead")`` (CUDA graphs) and ``torch.compile`` the transformer
