@@ -102,9 +102,9 @@ class AutoEmpty(autoreg.Module):
 class SetattrBase(nn.Module):
     """A base that overrides ``__setattr__``, as frameworks' base classes do.
 
-    autoreg then cannot take its own short path for a buffer update: the assignment goes through
-    the base, and so through ``nn.Module.__setattr__``, which calls ``inspect.signature`` on every
-    buffer write ("=== HACK ===" in torch's module.py) when ``register_buffer`` is overridden.
+    A buffer update then reaches ``nn.Module.__setattr__`` through the base, and that calls
+    ``inspect.signature`` on every buffer write ("=== HACK ===" in torch's module.py) when the
+    instance's ``register_buffer`` is not ``nn.Module``'s: an override costs there.
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
