@@ -78,6 +78,8 @@ _V = TypeVar("_V")
 
 # --- the fix each finding suggests ---------------------------------------------------------------
 
+FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
+FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
 FIX_CREATED: Final = (
     "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
     "(autoreg.Module registers it)"
@@ -145,6 +147,7 @@ _MIXED_OK: Final = frozenset(
         "_fused_rms_norm",
     }
 )
+_RANDOM: Final = frozenset({"rand", "randn", "randint", "randperm", "normal", "bernoulli"})
 _LIFTS: Final = frozenset({"lift_fresh", "lift_fresh_copy", "lift"})  # torch.tensor(data)
 _READS: Final = frozenset({"_local_scalar_dense", "is_nonzero", "equal"})  # to Python values
 
@@ -426,6 +429,7 @@ class _Site:
     entered: bool = False
     typed: bool = False  # its dtype was written in the code: not a dtype stray
     copied_back: bool = False  # a copy of a stand-in tensor to the CPU
+    random: str = ""  # the random factory that drew it: new at every call, no constant
     attribute: Finding | None = None  # a plain attribute .to() left behind
 
 
@@ -629,7 +633,11 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return
         site: _Site | None = None
         if name in _LIFTS or not tensors:  # made from nothing: a factory, or lifted data
-            site = _Site(*self._line(), typed=kwargs.get("dtype") is not None)
+            site = _Site(
+                *self._line(),
+                typed=kwargs.get("dtype") is not None,
+                random=name if name in _RANDOM else "",
+            )
         else:
             site = next((s for t in tensors if (s := self.sites.get(t)) is not None), None)
             if site is not None and name == "_to_copy" and kwargs.get("dtype") is not None:
@@ -670,7 +678,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             elif site.entered:
                 fix = FIX_ENTERED.format(ref=ref)
             else:
-                fix = FIX_CREATED.format(ref=ref)
+                fix = _created_fix(site.random, ref)
         else:
             low, stray = _dtype_name(self.low), _dtype_name(tensor.dtype)
             if raises:
@@ -797,6 +805,12 @@ def _keeps_dtype(func: Any, args: tuple[Any, ...], low: torch.dtype) -> bool:
     if func.overloadpacket.__name__ in _MIXED_OK:
         return True
     return _writes_self(func) and isinstance(args[0], torch.Tensor) and args[0].dtype == low
+
+
+def _created_fix(random: str, ref: str) -> str:
+    if random in ("rand", "randn"):
+        return FIX_RANDOM_LIKE.format(ref=ref, op=random)
+    return (FIX_RANDOM if random else FIX_CREATED).format(ref=ref)
 
 
 def _target_device(kwargs: dict[str, Any], tensor: torch.Tensor) -> torch.device:

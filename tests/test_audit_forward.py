@@ -101,8 +101,7 @@ def test_each_finding_reads_as_a_line_and_a_fix() -> None:
     assert str(device) == (
         f"{device.where}: device stray float32[2, 3] cpu, first mixed in by add (line {line + 1})"
         ": x = torch.rand(2, 3)\n"
-        "    fix: device=w1.device (or .to(w1)); a constant: make it once in __init__ as a buffer "
-        "(autoreg.Module registers it)"
+        "    fix: device=w1.device (or torch.rand_like(w1) for w1's shape)"
     )
     assert device.where.endswith(f"net.py:{line}")
     assert device.as_dict()["lineno"] == line
