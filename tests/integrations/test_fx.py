@@ -73,6 +73,8 @@ def test_tracing_a_forward_that_reassigns_a_buffer_keeps_the_buffer() -> None:
     traced = {"auto": torch.fx.symbolic_trace(auto), "twin": torch.fx.symbolic_trace(twin)}
 
     # Both modules now hold the tracing Proxy in the buffer, as nn.Module does.
+    assert isinstance(twin._buffers["running"], torch.fx.Proxy)
+    assert isinstance(auto._buffers.get("running"), torch.fx.Proxy)  # main: a plain attribute
     assert list(auto.state_dict()) == list(twin.state_dict())  # main: 'running' is gone
     assert [n for n, _ in auto.named_buffers()] == [n for n, _ in twin.named_buffers()]
     assert "running" in auto.state_dict()
