@@ -107,7 +107,29 @@ class Decision(NamedTuple):
     action: Action
     concern: Concern | None = None
     persistent: bool = False
-    declared: bool = False
+
+
+# The decisions there are, made once: classify returns one of these.
+_EXPLICIT: Final = Decision(1, Action.EXPLICIT)
+_REFUSED_BY_BUFFER: Final = Decision(2, Action.PLAIN)
+_REGISTERED: Final = Decision(3, Action.NN_MODULE)
+_FRAMEWORK: Final = Decision(4, Action.FRAMEWORK)
+_PLAIN_DECLARED: Final = Decision(5, Action.PLAIN)
+_NO_SLOT: Final = {
+    True: Decision(6, Action.PLAIN, Concern.NO_SLOT),
+    False: Decision(6, Action.PLAIN),
+}
+_GRAD: Final = {
+    True: Decision(7, Action.PLAIN, Concern.GRAD_LEAF),
+    False: Decision(7, Action.PLAIN),
+}
+_CONTAINER: Final = Decision(8, Action.CARRY_CONTAINER, Concern.CONTAINER)
+_DECLARED: Final = {p: Decision(9, Action.REGISTER, persistent=p) for p in (True, False)}
+_CONSTRUCTION: Final = {
+    p: Decision(10, Action.REGISTER, Concern.UNDECLARED, persistent=p) for p in (True, False)
+}
+_RUNTIME: Final = Decision(11, Action.CARRY, Concern.UNDECLARED)
+_OTHER: Final = {True: Decision(12, Action.PLAIN), False: Decision(12, Action.NN_MODULE)}
 
 
 def is_explicit(value: object) -> bool:
@@ -167,52 +189,51 @@ def classify(
     name: str,
     value: object,
     role: str | None,
+    explicit: bool,
     by_framework: bool,
 ) -> Decision:
     """The contract row for ``module.name = value``; ``d`` is the module's ``__dict__``.
 
-    ``by_framework``: the assignment is made by the code of a framework base class (row 4).
+    ``explicit``: ``is_explicit(value)``. ``by_framework``: the assignment is made by the code of
+    a framework base class (row 4).
     """
-    if isinstance(value, (torch.Tensor, nn.Module)) and is_explicit(value):
-        return Decision(1, Action.EXPLICIT)
+    if explicit:
+        return _EXPLICIT
     buffers = d.get("_buffers")
     if role == BUFFER and buffers is not None and name in buffers:
         if value is not None and not _accepted_as_buffer(value):
-            return Decision(2, Action.PLAIN)
-        return Decision(3, Action.NN_MODULE)
+            return _REFUSED_BY_BUFFER
+        return _REGISTERED
     if buffers is not None and (
         name in d["_parameters"] or name in buffers or name in d["_modules"]
     ):
-        return Decision(3, Action.NN_MODULE)
+        return _REGISTERED
     if role == FRAMEWORK or (role is None and by_framework):
-        return Decision(4, Action.FRAMEWORK)
+        return _FRAMEWORK
 
     tensor = isinstance(value, torch.Tensor)
     container = isinstance(value, CONTAINERS)
     if not (tensor or container):
-        return Decision(12, Action.PLAIN if role is not None else Action.NN_MODULE)
+        return _OTHER[role is not None]
 
     declaration = record.declarations.get(name)
     if declaration is Declaration.PLAIN:
-        return Decision(5, Action.PLAIN, declared=True)
+        return _PLAIN_DECLARED
     slot = slot_kind(record.namespaces, name)
     if slot is not None and (tensor or slot != "class"):
         # Row 6. A container under a class-level default is carried all the same: the instance's
         # __dict__, where autoreg keeps it, wins over a class attribute that is no descriptor.
-        concern = Concern.NO_SLOT if tensor and slot != "descriptor" else None
-        return Decision(6, Action.PLAIN, concern)
+        return _NO_SLOT[tensor and slot != "descriptor"]
     if container:
-        return Decision(8, Action.CARRY_CONTAINER, Concern.CONTAINER)
+        return _CONTAINER
     assert isinstance(value, torch.Tensor)
     if value.requires_grad:
-        return Decision(7, Action.PLAIN, Concern.GRAD_LEAF if value.is_leaf else None)
+        return _GRAD[value.is_leaf]
     if declaration is not None:
-        return Decision(
-            9, Action.REGISTER, persistent=record.persistence(declaration), declared=True
-        )
-    if CONSTRUCTING in d and not _aliases_a_parameter(d, value):
-        return Decision(10, Action.REGISTER, Concern.UNDECLARED, record.persistent)
-    return Decision(11, Action.CARRY, Concern.UNDECLARED)
+        return _DECLARED[record.persistence(declaration)]
+    if CONSTRUCTING in d and not (d.get("_parameters") and _aliases_a_parameter(d, value)):
+        return _CONSTRUCTION[record.persistent]
+    return _RUNTIME
 
 
 def _accepted_as_buffer(value: object) -> bool:

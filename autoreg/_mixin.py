@@ -101,7 +101,7 @@ class AutoRegisterMixin(_MixinBase):
         super().__init_subclass__(**kwargs)
         keywords = {"persistent": persistent, "strict": strict, "warn": warn}
         cls.__autoreg__ = create_record(cls, AutoRegisterMixin, keywords)
-        mark_construction(cls, _construction_ended)
+        mark_construction(cls, PENDING, _construction_ended)
 
     def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
@@ -116,25 +116,59 @@ class AutoRegisterMixin(_MixinBase):
                     # Row 12: exactly what nn.Module.__setattr__ does with this value and name.
                     object.__setattr__(self, name, value)
                     return
-        elif isinstance(value, torch.Tensor) and not is_explicit(value):
-            if role == CARRIED:
-                if not value.requires_grad:
-                    object.__setattr__(self, name, value)  # Row 11: runtime state updated.
+            explicit = False
+        else:
+            explicit = is_explicit(value)
+            if explicit:
+                if role is None:
+                    # Row 1: the next __setattr__ (nn.Module's, unless a base overrides it).
+                    type(self).__autoreg__.setattr_next.__setattr__(self, name, value)  # type: ignore[call-arg,arg-type]
                     return
-            else:
-                buffers = d.get("_buffers")
-                if (
-                    buffers is not None
-                    and name in buffers
-                    and type(self).__autoreg__.direct
-                    and not _BUFFER_HOOKS
-                    and nn.Module.register_buffer is _REGISTER_BUFFER
-                ):
-                    # Row 3: what nn.Module's path through register_buffer ends in, persistence
-                    # kept, when no hook or override could see the difference.
-                    buffers[name] = value
-                    return
-        _assign(self, name, value, role)
+            elif isinstance(value, torch.Tensor):
+                if role == CARRIED:
+                    if not value.requires_grad:
+                        object.__setattr__(self, name, value)  # Row 11: runtime state updated.
+                        return
+                else:
+                    buffers = d.get("_buffers")
+                    if buffers is not None and (
+                        name in buffers or (role is None and CONSTRUCTING in d)
+                    ):
+                        record = type(self).__autoreg__
+                        # Without a hook or override that could see the difference, what
+                        # nn.Module's path through register_buffer ends in.
+                        plain = (
+                            record.direct
+                            and not _BUFFER_HOOKS
+                            and nn.Module.register_buffer is _REGISTER_BUFFER
+                        )
+                        if name in buffers:
+                            # Row 3, persistence kept.
+                            if plain:
+                                buffers[name] = value
+                            else:
+                                record.setattr_next.__setattr__(self, name, value)  # type: ignore[call-arg,arg-type]
+                            return
+                        # Rows 9 and 10 for a name this class registered before: the decision
+                        # is the class's, what could change it is checked again.
+                        persistent = record.registers.get(name)
+                        if (
+                            plain
+                            and persistent is not None
+                            and not value.requires_grad
+                            and not d["_parameters"]  # no weight it could be a view of
+                            and name not in d
+                            and name not in d["_modules"]
+                            and not any(name in namespace for namespace in record.namespaces)
+                        ):
+                            buffers[name] = value
+                            if persistent:
+                                d["_non_persistent_buffers_set"].discard(name)
+                            else:
+                                d["_non_persistent_buffers_set"].add(name)
+                            _owned(d)[name] = BUFFER
+                            return
+        _assign(self, name, value, role, explicit)
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
@@ -172,22 +206,27 @@ class AutoRegisterMixin(_MixinBase):
 # --- carrying out a decision ---------------------------------------------------------------------
 
 
-def _assign(module: AutoRegisterMixin, name: str, value: Any, role: str | None) -> None:
+def _assign(
+    module: AutoRegisterMixin, name: str, value: Any, role: str | None, explicit: bool
+) -> None:
     """Everything ``__setattr__`` does not settle inline: classify, enforce, execute."""
     record = type(module).__autoreg__
     if not record.resolved and not torch.compiler.is_compiling():
         record.resolve_declarations()  # a class without __init__ of its own: first use
     d = module.__dict__
-    by_framework = role is None and _by_framework(record)
-    decision = classify(record, d, name, value, role, by_framework)
-    action = decision.action
-    if decision.concern is not None:
-        loose = []
-        if decision.concern is Concern.CONTAINER and record.mode is not Mode.REGISTER:
-            loose = loose_tensors(module, value)
+    by_framework = role is None and bool(record.framework_code) and _by_framework(record)
+    decision = classify(record, d, name, value, role, explicit, by_framework)
+    concern = decision.concern
+    if concern is not None and (record.mode is not Mode.REGISTER or concern is Concern.GRAD_LEAF):
+        loose = loose_tensors(module, value) if concern is Concern.CONTAINER else []
         enforce(module, record, name, value, decision, loose)
 
-    if action is Action.NN_MODULE:
+    action = decision.action
+    if action is Action.REGISTER and CONSTRUCTING in d and "_buffers" in d:
+        _register(module, name, value, decision.persistent)  # rows 9 and 10, the common case
+        if record.mode is Mode.REGISTER and not record.framework_code:
+            record.registers[name] = decision.persistent
+    elif action is Action.NN_MODULE:
         _next_setattr(module, name, value)
     elif action is Action.FRAMEWORK:
         _next_setattr(module, name, value)
@@ -236,7 +275,7 @@ def _store(
 
 def _by_framework(record: ClassRecord) -> bool:
     """Whether the assignment is made by the code of a framework base class (row 4)."""
-    if not record.framework_code or torch.compiler.is_compiling():
+    if torch.compiler.is_compiling():
         return False
     # _by_framework <- _assign <- AutoRegisterMixin.__setattr__ <- the assignment
     return record.by_framework(sys._getframe(3))
@@ -301,7 +340,8 @@ def _forget(module: AutoRegisterMixin, name: str) -> None:
 
 def _next_setattr(module: AutoRegisterMixin, name: str, value: Any) -> None:
     """The ``__setattr__`` that comes after the mixin: nn.Module's, unless a base overrides it."""
-    super(AutoRegisterMixin, module).__setattr__(name, value)
+    setattr_next: Any = type(module).__autoreg__.setattr_next.__setattr__
+    setattr_next(module, name, value)
 
 
 def _owned(d: dict[str, Any]) -> dict[str, str]:
@@ -317,8 +357,6 @@ def _owned(d: dict[str, Any]) -> dict[str, str]:
 def _construction_ended(module: AutoRegisterMixin) -> None:
     """Register the tensors assigned before nn.Module.__init__ ran, now that it has."""
     d = module.__dict__
-    if PENDING not in d:
-        return
     pending: set[str] = d.pop(PENDING)
     record = type(module).__autoreg__
     for name in sorted(pending):

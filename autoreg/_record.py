@@ -53,7 +53,9 @@ class ClassRecord:
         "own",
         "own_code",
         "persistent",
+        "registers",
         "resolved",
+        "setattr_next",
         "strict_by",
         "warned",
     )
@@ -76,12 +78,16 @@ class ClassRecord:
         # The next _apply in the MRO (nn.Module's, or e.g. RNNBase's), looked up by name at call
         # time so that a patched nn.Module._apply is honoured.
         self.apply_next: type = next(k for k in after if "_apply" in k.__dict__)
+        self.setattr_next: type = next(k for k in after if "__setattr__" in k.__dict__)
         # Whether nn.Module's __setattr__ and register_buffer are what the mixin defers to: then
         # it may take their paths for a value itself; when a base overrides either, it calls it.
         self.direct = all(
             "__setattr__" not in k.__dict__ for k in after if k not in (nn.Module, object)
         ) and all("register_buffer" not in k.__dict__ for k in mro if k is not nn.Module)
         self.warned: set[tuple[str, str]] = set()
+        # name -> persistence, for the names that rows 9 and 10 registered during construction
+        # in register mode: the next instance's __setattr__ takes that decision inline.
+        self.registers: dict[str, bool] = {}
         # Read now, so that no first read happens inside a compiled forward, and read again when
         # the first instance is built: forward references resolve against the finished module.
         self.declarations = read_declarations(cls, _declares)
@@ -108,6 +114,7 @@ class ClassRecord:
         """Read the annotations again, once, now that the module defining the class is done."""
         if not self.resolved:
             self.declarations = read_declarations(self.cls, _declares)
+            self.registers.clear()
             self.resolved = True
 
     def by_framework(self, frame: types.FrameType | None) -> bool:
@@ -250,10 +257,11 @@ def _collect(code: object, into: set[types.CodeType]) -> None:
 # --- construction ----------------------------------------------------------------------------
 
 
-def mark_construction(cls: type, on_end: Callable[[Any], None]) -> None:
+def mark_construction(cls: type, pending: str, on_end: Callable[[Any], None]) -> None:
     """Wrap ``cls.__init__`` so that an instance knows when it is being constructed.
 
-    ``on_end(instance)`` runs when the outermost ``__init__`` returns. Classes whose ``__init__``
+    ``on_end(instance)`` runs when the outermost ``__init__`` returns, if the instance's
+    ``__dict__`` holds the key ``pending`` then. Classes whose ``__init__``
     is nn.Module's (they define none) are not wrapped: nn.Module's assigns nothing through
     ``__setattr__``; a wrapper there would cost a frame on every construction for nothing.
     """
@@ -272,13 +280,16 @@ def mark_construction(cls: type, on_end: Callable[[Any], None]) -> None:
         if CONSTRUCTING in d:  # an __init__ further down the chain: the outermost one marks
             init(self, *args, **kwargs)
             return
-        type(self).__autoreg__.resolve_declarations()
+        record = type(self).__autoreg__
+        if not record.resolved:
+            record.resolve_declarations()
         d[CONSTRUCTING] = True
         try:
             init(self, *args, **kwargs)
         finally:
             self.__dict__.pop(CONSTRUCTING, None)
-        on_end(self)
+        if pending in self.__dict__:
+            on_end(self)
 
     __init__.__autoreg_marks__ = True  # type: ignore[attr-defined]
     cls.__init__ = __init__  # type: ignore[misc]
