@@ -56,7 +56,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, NoReturn, TypeVar
 
 import torch
 from torch import nn
@@ -274,32 +274,59 @@ def _run(
     backward: bool,
     findings: dict[tuple[str, str, int], ForwardFinding],
 ) -> None:
-    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``."""
+    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``.
+
+    The pass in the model's own dtype (``low=None``) records the device findings, and the dtype
+    findings against the model's floating dtype (a float64 numpy array in a float32 model).
+    """
     twin = _copy_model(model, low)
     values: _ByTensor[torch.Tensor] = _ByTensor()
     inputs = _copy_inputs((args, kwargs), low, values)
-    audit = _Audit(twin, low, findings, values)
+    dtype = low or next((t.dtype for t in _state(twin) if t.is_floating_point()), None)
+    audit = _Audit(twin, dtype, findings, values, devices=low is None)
     grad = torch.enable_grad() if backward else torch.no_grad()
     try:
         with _default_device_cpu(), grad, audit:
             output = _call(twin, *inputs)
             roots = [t for t in _tensors(output) if t.requires_grad]
-            if backward and roots:
-                torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
-    except Exception as error:
-        cls = type(model).__name__
-        filename, lineno = _error_line(error)
-        message = FORWARD_RAISED if low is None else LOW_PRECISION_RAISED
-        raise ForwardAuditError(
-            message.format(
-                cls=cls,
-                where=f"{_short(filename)}:{lineno}",
-                error=f"{type(error).__name__}: {error}",
-                low=_dtype_name(low),
-                found=_found(list(findings.values()), cls),
-            ),
-            list(findings.values()),
-        ) from error
+    except Exception as error:  # noqa: BLE001 - raised again, with the user's line
+        _raise_forward_error(error, model, low, findings)
+    if not (backward and roots):
+        return
+    try:
+        with _default_device_cpu(), audit:
+            torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
+    except Exception as error:  # noqa: BLE001 - raised again unless the audit caused it
+        if not audit.moved_grad:
+            _raise_forward_error(error, model, low, findings)
+        # Else autograd expects the gradient of a stray the audit moved on its old device: the
+        # backward pass ends there, with its findings.
+
+
+def _state(module: nn.Module) -> Iterator[torch.Tensor]:
+    yield from module.parameters()
+    yield from module.buffers()
+
+
+def _raise_forward_error(
+    error: Exception,
+    model: nn.Module,
+    low: torch.dtype | None,
+    findings: dict[tuple[str, str, int], ForwardFinding],
+) -> NoReturn:
+    cls = type(model).__name__
+    filename, lineno = _error_line(error)
+    message = FORWARD_RAISED if low is None else LOW_PRECISION_RAISED
+    raise ForwardAuditError(
+        message.format(
+            cls=cls,
+            where=f"{_short(filename)}:{lineno}",
+            error=f"{type(error).__name__}: {error}",
+            low=_dtype_name(low),
+            found=_found(list(findings.values()), cls),
+        ),
+        list(findings.values()),
+    ) from error
 
 
 def _call(twin: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -439,15 +466,19 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(
         self,
         twin: nn.Module,
-        low: torch.dtype | None,
+        dtype: torch.dtype | None,
         findings: dict[tuple[str, str, int], ForwardFinding],
         values: _ByTensor[torch.Tensor],
+        *,
+        devices: bool,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        self.devices = devices  # record device findings (the dtype pass does not repeat them)
+        self.moved_grad = False  # a stray that requires grad was moved: backward may not follow
         # The values of stand-in tensors where they are known: the inputs (the caller's tensors,
         # never written to) and what is computed from them alone (lengths.max(), mask.all()).
         self.values = values
-        self.low = low
+        self.dtype = dtype  # the pass's floating dtype, against which dtype strays are judged
         self.findings = findings
         self.sites: _ByTensor[_Site] = _ByTensor()
         self.names = {id(t): name for name, t in twin.named_parameters()}
@@ -476,8 +507,9 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             ok = _CPU_OK.get(name, frozenset())
             for arg, tensor in named:
                 if tensor.dim() and arg not in ok and self._left_behind(tensor):
-                    if self.low is None:
+                    if self.devices:
                         self._record("device", tensor, func, stand_in)
+                    self.moved_grad = self.moved_grad or tensor.requires_grad
                     replace[id(tensor)] = tensor.to(STAND_IN)
         for tensor in _written(func, args, kwargs):
             site = self.sites.get(tensor)
@@ -492,7 +524,11 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if original is None:  # values read back from the stand-in device: ones
                 original = torch.ones(args[0].shape, dtype=args[0].dtype)
             out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
-            self.sites[out] = _Site(*self._line(), copied_back=True, typed="dtype" in kwargs)
+            self.sites[out] = _Site(
+                *self._line(),
+                copied_back=True,
+                typed=kwargs.get("dtype") not in (None, args[0].dtype),
+            )
             return out
         try:
             result = self._call(func, args, kwargs, replace, named, stand_in)
@@ -544,7 +580,9 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if value is None:
                 continue
             try:
-                return _invoke(func, args, kwargs, {**replace, id(tensor): value.to(tensor.dtype)})
+                return _invoke(
+                    func, args, kwargs, {**replace, id(tensor): value.to(tensor.dtype, copy=True)}
+                )
             except Exception:  # noqa: BLE001, S112 - the next one, or the first error
                 continue
         raise error
@@ -573,7 +611,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         named: list[tuple[str, torch.Tensor]],
         stand_in: list[torch.Tensor],
     ) -> Any:
-        low = self.low
+        low = self.dtype
         if low is None or not any(t.dtype == low for _, t in named):
             return _invoke(func, args, kwargs, replace)
         strays = [t for _, t in named if self._dtype_stray(t, low)]
@@ -640,7 +678,11 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             )
         else:
             site = next((s for t in tensors if (s := self.sites.get(t)) is not None), None)
-            if site is not None and name == "_to_copy" and kwargs.get("dtype") is not None:
+            if (
+                site is not None
+                and name == "_to_copy"
+                and kwargs.get("dtype") not in (None, tensors[0].dtype)
+            ):
                 site = dataclasses.replace(site, typed=True)
         if site is None:
             return
@@ -680,7 +722,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             else:
                 fix = _created_fix(site.random, ref)
         else:
-            low, stray = _dtype_name(self.low), _dtype_name(tensor.dtype)
+            low, stray = _dtype_name(self.dtype), _dtype_name(tensor.dtype)
             if raises:
                 fix = FIX_RAISES.format(ref=ref, op=op, stray=stray, low=low)
             else:
