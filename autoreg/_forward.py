@@ -100,6 +100,9 @@ CANNOT_COPY: Final = """\
 audit_forward() cannot deep-copy {cls}: {error}
 The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
 (copy.deepcopy)."""
+CANNOT_COPY_INPUTS: Final = """\
+audit_forward() cannot deep-copy the inputs: {error}
+The audit runs on copies, so that the inputs given are left as they were."""
 FORWARD_RAISED: Final = """\
 the forward of {cls} raised on the meta device, at {where}: {error}
 The audit runs one forward on meta, which has no values: an operation meta cannot run \
@@ -164,7 +167,8 @@ class ForwardFinding:
     """A tensor of a forward pass that stays behind when the model moves, and how to fix it.
 
     ``kind`` is ``"device"`` (a CPU tensor that would meet the model's device: CUDA raises) or
-    ``"dtype"`` (a tensor of another dtype that promotes or breaks a ``bfloat16`` operation).
+    ``"dtype"`` (a tensor of another dtype that promotes or breaks an operation of the model in
+    its own dtype or in ``bfloat16``).
     ``filename`` and ``lineno`` are the user's line that made the tensor, or, for one made before
     ``forward`` (``entered``), the line where it first entered it; ``source`` is that line's text.
     ``op`` is the first operation that mixed it in, at ``op_filename:op_lineno``; ``tensor``
@@ -228,11 +232,12 @@ def audit_forward(
 ) -> list[ForwardFinding]:
     """Every stray tensor of one ``model(*args, **kwargs)`` pass, judged by CUDA's rules.
 
-    Runs a copy of ``model`` and of the inputs on the meta device (no GPU, no memory), then a
-    second pass in ``low_precision`` (``None`` skips it), under ``torch.no_grad()`` unless
-    ``backward=True`` (then the backward of every output that requires grad is audited too).
-    ``model`` and the inputs are left as they were. Raises ``ForwardAuditError`` when the
-    forward cannot run to its end on the meta device.
+    Runs a copy of ``model`` and of the inputs on the meta device (no GPU, no memory), in the
+    model's dtype, then a second pass with the copy and the floating inputs converted to
+    ``low_precision`` (``None`` skips it); under ``torch.no_grad()`` unless ``backward=True``
+    (then the backward of every output that requires grad is audited too). ``model``, the inputs
+    and the random number generators are left as they were. Raises ``ForwardAuditError`` when
+    the forward cannot run to its end on the meta device.
     """
     if not isinstance(model, nn.Module):
         raise NotAModuleError(NOT_A_MODULE.format(value=describe(model)))
@@ -371,7 +376,10 @@ def _copy_inputs(inputs: Any, low: torch.dtype | None, values: _ByTensor[torch.T
         memo[id(tensor)] = moved.requires_grad_(tensor.requires_grad)
         if tensor.device.type != STAND_IN.type:
             values[memo[id(tensor)]] = tensor.detach()
-    return copy.deepcopy(inputs, memo)
+    try:
+        return copy.deepcopy(inputs, memo)
+    except Exception as error:
+        raise ForwardAuditError(CANNOT_COPY_INPUTS.format(error=_brief(error)), []) from error
 
 
 def _found(findings: list[ForwardFinding], cls: str) -> str:

@@ -13,6 +13,7 @@ import copy
 import inspect
 import random
 import re
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -601,6 +602,16 @@ def test_a_forward_meta_cannot_run_stops_with_the_line_and_what_was_found() -> N
         autoreg.audit_forward(Selects(), torch.ones(2, DIM))
     assert "Found before:" in str(caught.value)
     assert [f.kind for f in caught.value.findings] == ["device"]
+
+
+def test_a_model_that_cannot_be_copied_is_refused_with_the_reason() -> None:
+    class Locked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = threading.Lock()
+
+    with pytest.raises(ForwardAuditError, match=r"^audit_forward\(\) cannot deep-copy Locked: "):
+        autoreg.audit_forward(Locked(), torch.ones(2))
 
 
 def test_a_model_that_fails_in_bfloat16_names_the_way_out() -> None:
