@@ -293,3 +293,104 @@ PATTERNS: list[tuple[str, type[nn.Module], type[nn.Module], Callable[[], tuple[t
     ("plain-attribute", PlainAttribute, PlainAttributeFixed, activations),
     ("several-uses", Several, NotStrays, activations),
 ]
+
+
+# --- a Llama written by hand, the way a careful author writes it: clean ---------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+    vocab: int = 32000
+    dim: int = 4096
+    layers: int = 32
+    heads: int = 32
+    kv_heads: int = 32
+    hidden: int = 11008
+    max_len: int = 4096
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        variance = x.float().pow(2).mean(-1, keepdim=True)
+        return self.weight * (x.float() * torch.rsqrt(variance + 1e-6)).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.heads, self.kv_heads = config.heads, config.kv_heads
+        self.head_dim = config.dim // config.heads
+        self.q = nn.Linear(config.dim, config.heads * self.head_dim, bias=False)
+        self.k = nn.Linear(config.dim, config.kv_heads * self.head_dim, bias=False)
+        self.v = nn.Linear(config.dim, config.kv_heads * self.head_dim, bias=False)
+        self.o = nn.Linear(config.heads * self.head_dim, config.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        q = self.q(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        repeat = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+
+class Block(nn.Module):
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(config.dim)
+        self.attention = Attention(config)
+        self.mlp_norm = RMSNorm(config.dim)
+        self.gate = nn.Linear(config.dim, config.hidden, bias=False)
+        self.up = nn.Linear(config.dim, config.hidden, bias=False)
+        self.down = nn.Linear(config.hidden, config.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin)
+        h = self.mlp_norm(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(config.vocab, config.dim)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
+        self.norm = RMSNorm(config.dim)
+        self.head = nn.Linear(config.dim, config.vocab, bias=False)
+        head_dim = config.dim // config.heads
+        inv_freq = 1.0 / 10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        angles = positions[:, None].float() * self.inv_freq.float()  # float32, on purpose
+        angles = torch.cat([angles, angles], dim=-1)
+        x = self.embed(ids)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.head(self.norm(x))
+
+
+class LlamaStray(Llama):
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1])  # stray: device
+        angles = positions[:, None].float() * self.inv_freq.float()
+        angles = torch.cat([angles, angles], dim=-1)
+        x = self.embed(ids)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.head(self.norm(x))

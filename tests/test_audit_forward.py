@@ -232,7 +232,23 @@ def test_a_plain_attribute_of_a_meta_model_is_a_finding_though_it_is_on_meta() -
 
 
 @pytest.mark.slow
-def test_a_llama_7b_built_on_meta_is_audited_without_memory() -> None:
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [(forward_zoo.Llama, False), (forward_zoo.LlamaStray, True)],
+    ids=["clean", "stray-positions"],
+)
+def test_a_hand_written_llama_7b_built_on_meta_is_audited_without_memory(
+    cls: type[nn.Module], expected: bool
+) -> None:
+    with torch.device("meta"):
+        model = cls(forward_zoo.LlamaConfig())
+    assert sum(p.numel() for p in model.parameters()) > 6.7e9
+    findings = autoreg.audit_forward(model, torch.randint(0, 32000, (1, 128)))
+    assert found(findings) == (marked(cls) if expected else set())
+
+
+@pytest.mark.slow
+def test_transformers_llama_7b_built_on_meta_is_audited_without_memory() -> None:
     transformers = pytest.importorskip("transformers", reason="pip install transformers")
     config = transformers.LlamaConfig(
         vocab_size=32000,
