@@ -97,7 +97,7 @@ class Conversion:
         done = self.converted.get(id(tensor))
         if done is not None:
             return done[1]
-        new = tensor if tensor.requires_grad else self.fn(tensor)  # row 7: not autoreg's
+        new = tensor if tensor.requires_grad else self.fn(tensor)  # row 6: not autoreg's
         self.converted[id(tensor)] = (tensor, new)
         return new
 

@@ -14,9 +14,9 @@ The rows, in the order they are tried (README, "The contract"):
 4. assigned by a framework base's code (or to a name it created): nn.Module's, and the name is the
    framework's from then on.
 5. a name declared ``autoreg.Plain``: a plain attribute.
-6. a name that cannot hold a buffer (defined on the class, nn.Module internals, '' or dotted):
+6. a tensor that requires grad: a plain attribute.
+7. a name that cannot hold a buffer (defined on the class, nn.Module internals, '' or dotted):
    nn.Module's; a data descriptor (a property) decides what assigning means.
-7. a tensor that requires grad: a plain attribute.
 8. a list, tuple or dict: carried.
 9. a declared tensor: a buffer.
 10. a tensor assigned during construction: a buffer (a view of a parameter's memory: carried).
@@ -219,16 +219,15 @@ def classify(
     declaration = record.declarations.get(name)
     if declaration is Declaration.PLAIN:
         return _PLAIN_DECLARED
-    slot = slot_kind(record.namespaces, name)
-    if slot is not None and (tensor or slot != "class"):
-        # Row 6. A container under a class-level default is carried all the same: the instance's
-        # __dict__, where autoreg keeps it, wins over a class attribute that is no descriptor.
-        return _NO_SLOT[tensor and slot != "descriptor"]
-    if container:
-        return _CONTAINER
-    assert isinstance(value, torch.Tensor)
-    if value.requires_grad:
+    if isinstance(value, torch.Tensor) and value.requires_grad:
         return _GRAD[value.is_leaf]
+    slot = slot_kind(record.namespaces, name)
+    if slot is not None and (tensor or slot in ("internal", "descriptor")):
+        # Row 7. A container is carried under any other name: the instance's __dict__, where
+        # autoreg keeps it, wins over a class attribute that is no descriptor.
+        return _NO_SLOT[tensor and slot != "descriptor"]
+    if not isinstance(value, torch.Tensor):
+        return _CONTAINER
     if declaration is not None:
         return _DECLARED[record.persistence(declaration)]
     if CONSTRUCTING in d and not (d.get("_parameters") and _aliases_a_parameter(d, value)):

@@ -106,7 +106,7 @@ AUTOREG_MODE={value!r} is not a mode autoreg knows.
 Valid values: {valid}. Leave it unset (or empty) to use each class's own keywords; \
 the default is 'register'."""
 
-# --- Assignments (rows 6, 7, 10 and 11; strict and warn mode) -------------------------------------
+# --- Assignments (rows 6, 7, 8, 10 and 11; strict and warn mode) ----------------------------------
 
 _FIXES = """\
 Make it explicit, whichever fits (annotations go in the class body):

@@ -62,6 +62,9 @@ _ACTED_ON: Final = (torch.Tensor, nn.Module, *CONTAINERS)
 _BUFFER_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_buffer_registration_hooks", {}
 )
+_MODULE_HOOKS: Final[dict[Any, Any]] = getattr(
+    _torch_module, "_global_module_registration_hooks", {}
+)
 _REGISTER_BUFFER: Final = nn.Module.register_buffer
 _MISSING: Final = object()
 
@@ -121,8 +124,24 @@ class AutoRegisterMixin(_MixinBase):
             explicit = is_explicit(value)
             if explicit:
                 if role is None:
-                    # Row 1: the next __setattr__ (nn.Module's, unless a base overrides it).
-                    type(self).__autoreg__.setattr_next.__setattr__(self, name, value)  # type: ignore[call-arg,arg-type]
+                    # Row 1. A module, where no hook or override could see the difference: what
+                    # nn.Module.__setattr__ does with it; else the next __setattr__ itself.
+                    params = d.get("_parameters")
+                    if (
+                        params is not None
+                        and name not in params
+                        and isinstance(value, nn.Module)
+                        and type(self).__autoreg__.direct
+                        and not _MODULE_HOOKS
+                    ):
+                        if name in d:
+                            del d[name]
+                        if name in d["_buffers"]:
+                            del d["_buffers"][name]
+                            d["_non_persistent_buffers_set"].discard(name)
+                        d["_modules"][name] = value
+                    else:
+                        type(self).__autoreg__.setattr_next.__setattr__(self, name, value)  # type: ignore[call-arg,arg-type]
                     return
             elif isinstance(value, torch.Tensor):
                 if role == CARRIED:

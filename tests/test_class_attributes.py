@@ -1,4 +1,4 @@
-"""Row 6: a name that cannot hold a buffer behaves as in nn.Module; strict raises, warn warns."""
+"""Row 7: a name that cannot hold a buffer behaves as in nn.Module; strict raises, warn warns."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def make(**keywords: bool) -> autoreg.Module:
 
 @pytest.mark.parametrize("keywords", [{}, {"strict": True}], ids=["default", "strict"])
 def test_a_property_setter_runs(keywords: dict[str, bool]) -> None:
-    """Row 6: a property decides what assigning it means, in every mode; what its setter
+    """Row 7: a property decides what assigning it means, in every mode; what its setter
     assigns follows the contract (`_limit` is declared: it stays a buffer)."""
     module = make(**keywords)
     module.limit = torch.ones(1)

@@ -1,4 +1,4 @@
-"""Row 7: tensors that require grad are neither registered nor carried."""
+"""Row 6: tensors that require grad are neither registered nor carried."""
 
 from __future__ import annotations
 
