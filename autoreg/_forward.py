@@ -67,6 +67,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ._audit import Finding, find_unregistered
 from ._errors import AutoRegisterError, NotAModuleError, describe
+from ._walk import map_tensors
 
 __all__ = ["ForwardAuditError", "ForwardFinding", "audit_forward", "format_forward"]
 
@@ -308,6 +309,29 @@ def _run(
         # backward pass ends there, with its findings.
 
 
+def _strand(twin: nn.Module) -> dict[int, Finding]:
+    """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id. Those of a
+    model built on meta are put on the CPU, where they would be had it been built there: then
+    ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes the devices."""
+    stranded: dict[int, Finding] = {}
+    replaced: dict[int, torch.Tensor] = {}
+    for finding in find_unregistered(twin):
+        tensor = finding.tensor
+        if tensor.device.type == STAND_IN.type:
+            cpu = torch.zeros(tensor.shape, dtype=tensor.dtype).requires_grad_(tensor.requires_grad)
+            replaced[id(tensor)] = cpu
+            tensor = cpu
+        stranded[id(tensor)] = finding
+    if replaced:
+        for module in twin.modules():
+            for name, value in list(vars(module).items()):
+                if name not in ("_parameters", "_buffers", "_modules"):
+                    new = map_tensors(value, lambda t: replaced.get(id(t), t))
+                    if new is not value:
+                        module.__dict__[name] = new
+    return stranded
+
+
 def _state(module: nn.Module) -> Iterator[torch.Tensor]:
     yield from module.parameters()
     yield from module.buffers()
@@ -491,7 +515,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.sites: _ByTensor[_Site] = _ByTensor()
         self.names = {id(t): name for name, t in twin.named_parameters()}
         self.names.update({id(t): name for name, t in twin.named_buffers()})
-        self.attributes = {id(f.tensor): f for f in find_unregistered(twin)}
+        self.attributes = _strand(twin)  # the plain attributes .to() left behind
 
     def __torch_dispatch__(
         self,
@@ -649,8 +673,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return result
 
     def _left_behind(self, tensor: torch.Tensor) -> bool:
-        """On the CPU, or a plain attribute ``.to()`` did not move (on meta for a meta model)."""
-        return tensor.device.type == "cpu" or id(tensor) in self.attributes
+        return tensor.device.type == "cpu"
 
     def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
         if tensor.dtype in (low, torch.bool) or not tensor.dim():

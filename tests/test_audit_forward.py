@@ -222,13 +222,20 @@ def test_a_model_built_on_meta_is_audited_and_factories_still_go_to_the_cpu() ->
     assert next(model.parameters()).device.type == "meta"
 
 
-def test_a_plain_attribute_of_a_meta_model_is_a_finding_though_it_is_on_meta() -> None:
-    """``to_empty(device="cuda")`` would leave it on meta: it never reaches the device."""
+class MovesItsAttribute(forward_zoo.PlainAttribute):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) + self.offset.to(x)  # the legacy fix: it moves
+
+
+def test_a_plain_attribute_of_a_meta_model_counts_as_left_on_the_cpu() -> None:
+    """``to_empty(device="cuda")`` leaves it on meta: it never reaches the device, unless
+    forward moves it. The audit puts it where a model built on the CPU would have it."""
     with torch.device("meta"):
-        model = forward_zoo.PlainAttribute()
-    assert model.offset.device.type == "meta"
-    findings = autoreg.audit_forward(model, *forward_zoo.activations())
+        leaves, moves = forward_zoo.PlainAttribute(), MovesItsAttribute()
+    findings = autoreg.audit_forward(leaves, *forward_zoo.activations())
     assert found(findings) == marked(forward_zoo.PlainAttribute)
+    assert autoreg.audit_forward(moves, *forward_zoo.activations()) == []
+    assert leaves.offset.device.type == "meta"
 
 
 @pytest.mark.slow
