@@ -10,9 +10,10 @@ deployment. ``audit_forward`` finds them without a GPU:
 
 1. It deep-copies the model (parameters go straight to the stand-in device through the copy's
    memo, so no weight is duplicated) and moves the copy with its own ``.to()``, so that what
-   ``.to()`` leaves behind on the real device is left behind here too. The inputs are copied and
-   moved with it. The caller's model, inputs and random number generators are left as they were;
-   a tensor made before the pass (a global) that forward writes to is written on a copy.
+   ``.to()`` leaves behind on the real device is left behind here too - on the CPU, also for a
+   model built on meta (``_strand``). The inputs are copied and moved with it. The caller's
+   model, inputs and random number generators are left as they were; a tensor made before the
+   pass (a global) that forward writes to is written on a copy.
 2. It runs one forward of the copy on the stand-in device, ``meta`` (no memory, no values), under
    ``_Audit``, a ``TorchDispatchMode`` that sees the tensor arguments of every ATen operation.
    Factory calls without ``device=`` still land on the default device: nothing redirects them.
