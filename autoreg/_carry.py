@@ -7,16 +7,17 @@ tree (``parent.child.view = parent.table``) ends up as that buffer's converted t
 carried by two modules is converted once. nn.Module converts a module's children before its own
 buffers, so carried tensors are converted last, by the outermost autoreg ``_apply`` of the call.
 
-Most processes carry nothing: while no live instance carries a tensor, ``_apply`` is nn.Module's
-plus one frame. While some do, the outermost ``_apply`` wraps ``fn`` to remember what it made of the
-carried tensors' originals, and converts the carried tensors of the tree at the end.
+Until something in the process carries a tensor, ``_apply`` is nn.Module's plus one frame. After
+that, the outermost autoreg ``_apply`` of a call walks its tree for modules that carry; if some
+do, it wraps ``fn`` to remember what it made of the carried tensors' originals, and converts them
+at the end; if none do, the autoreg modules below it take nn.Module's path without a walk.
 """
 
 from __future__ import annotations
 
-import weakref
+import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -24,24 +25,15 @@ from torch import nn
 from ._contract import CARRIED, CONTAINER, OWNED
 from ._walk import CONTAINERS, iter_tensors, map_tensors
 
-__all__ = [
-    "CARRIERS",
-    "Conversion",
-    "add_carrier",
-    "carries",
-    "loose_tensors",
-    "registered_tensors",
-]
+__all__ = ["CARRYING", "apply_carrying", "carries", "loose_tensors", "registered_tensors"]
 
-# The live instances that carry, or have carried, a tensor or a container: id -> weak reference.
-# A plain dict, so that `if CARRIERS` costs what `.to()` can afford on every module.
-CARRIERS: dict[int, weakref.ref[nn.Module]] = {}
+# Set once, when an instance first carries a tensor or a container. A list, not a global
+# statement: code compiled by dynamo may set it.
+CARRYING: Final[list[bool]] = [False]
 
+_state = threading.local()  # .quiet: a root above found nothing carried in its tree
 
-def add_carrier(module: nn.Module) -> None:
-    key = id(module)
-    if key not in CARRIERS:
-        CARRIERS[key] = weakref.ref(module, lambda _: CARRIERS.pop(key, None))
+_ApplyFn = Callable[[torch.Tensor], torch.Tensor]
 
 
 def carries(module: nn.Module) -> bool:
@@ -49,24 +41,53 @@ def carries(module: nn.Module) -> bool:
     return owned is not None and any(role in (CARRIED, CONTAINER) for role in owned.values())
 
 
+def apply_carrying(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
+    """``module._apply(fn, recurse)`` once something in the process has carried a tensor."""
+    if type(fn) is Conversion or getattr(_state, "quiet", False):
+        return _call(apply_next, module, fn, recurse)  # the root of the call does the carrying
+    modules = _tree(module) if recurse else [module]
+    carriers = [m for m in modules if carries(m)]
+    if not carriers:
+        _state.quiet = True
+        try:
+            return _call(apply_next, module, fn, recurse)
+        finally:
+            _state.quiet = False
+    conversion = Conversion(fn, modules, carriers)
+    result = _call(apply_next, module, conversion, recurse)
+    conversion.finish()
+    return result
+
+
+def _call(apply_next: Any, module: nn.Module, fn: _ApplyFn, recurse: bool) -> Any:
+    # recurse is passed on only when set, as nn.Module does, so that overrides written before it
+    # existed keep working.
+    return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
+
+
+def _tree(root: nn.Module) -> list[nn.Module]:
+    """The modules of ``root``'s tree, each once: what ``.to()`` recurses into."""
+    found = [root]
+    seen = {id(root)}
+    for module in found:
+        for child in module._modules.values():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                found.append(child)
+    return found
+
+
 class Conversion:
     """``fn`` of one ``.to()`` of a tree, remembering what it made of the carried tensors."""
 
     __slots__ = ("carriers", "converted", "fn", "parameters", "wanted")
 
-    def __init__(
-        self, fn: Callable[[torch.Tensor], torch.Tensor], modules: Iterable[nn.Module]
-    ) -> None:
+    def __init__(self, fn: _ApplyFn, modules: list[nn.Module], carriers: list[nn.Module]) -> None:
         self.fn = fn
-        self.carriers: list[nn.Module] = []
+        self.carriers = carriers
         # id -> (original, converted): the original is kept alive, so its id stays its own.
         self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        carried = [
-            t
-            for ref in list(CARRIERS.values())
-            if (module := ref()) is not None
-            for t in _carried_tensors(module)
-        ]
+        carried = [t for module in carriers for t in _carried_tensors(module)]
         self.wanted = {id(t): t for t in carried if not isinstance(t, nn.Parameter)}
         # Parameters held in carried containers: nn.Module may replace a parameter by a new one
         # (a move to another device): the container must hold the one in the module afterwards.
@@ -102,7 +123,7 @@ class Conversion:
         return new
 
     def finish(self) -> None:
-        """Convert the carried tensors of every module of the tree that carries some."""
+        """Convert the carried tensors of the modules of the tree that carry some."""
         for module in self.carriers:
             d = module.__dict__
             for name, role in d[OWNED].items():

@@ -221,7 +221,8 @@ def classify(
         return _PLAIN_DECLARED
     if isinstance(value, torch.Tensor) and value.requires_grad:
         return _GRAD[value.is_leaf]
-    slot = slot_kind(record.namespaces, name)
+    compiling = torch.compiler.is_compiling()
+    slot = slot_kind((record.snapshot,) if compiling else record.namespaces, name)
     if slot is not None and (tensor or slot in ("internal", "descriptor")):
         # Row 7. A container is carried under any other name: the instance's __dict__, where
         # autoreg keeps it, wins over a class attribute that is no descriptor.

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
-from ._carry import CARRIERS, Conversion, add_carrier, carries, loose_tensors
+from ._carry import CARRYING, apply_carrying, carries, loose_tensors
 from ._config import Mode
 from ._contract import (
     BUFFER,
@@ -185,7 +185,7 @@ class AutoRegisterMixin(_MixinBase):
                                 d["_non_persistent_buffers_set"].discard(name)
                             else:
                                 d["_non_persistent_buffers_set"].add(name)
-                            _owned(d)[name] = BUFFER
+                            _owned(self)[name] = BUFFER
                             return
         _assign(self, name, value, role, explicit)
 
@@ -201,25 +201,17 @@ class AutoRegisterMixin(_MixinBase):
         if OWNED not in state:
             _adopt(self)
         elif carries(self):
-            add_carrier(self)
+            CARRYING[0] = True
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then the carried tensors."""
-        # recurse is passed on only when set, as nn.Module does, so that overrides written
-        # before it existed keep working.
+        # The next _apply in the MRO, looked up by name so that a patched one is honoured.
         apply_next: Any = type(self).__autoreg__.apply_next._apply  # type: ignore[attr-defined]
-        if not CARRIERS:
+        if not CARRYING[0]:
+            # recurse is passed on only when set, as nn.Module does, so that overrides written
+            # before it existed keep working.
             return apply_next(self, fn) if recurse else apply_next(self, fn, recurse)
-        if type(fn) is Conversion:  # within the .to() of an autoreg module further up
-            if carries(self):
-                fn.carriers.append(self)
-            return apply_next(self, fn) if recurse else apply_next(self, fn, recurse)
-        conversion = Conversion(fn, self.modules() if recurse else [self])
-        result = apply_next(self, conversion) if recurse else apply_next(self, conversion, recurse)
-        if carries(self):
-            conversion.carriers.append(self)
-        conversion.finish()
-        return result
+        return apply_carrying(self, apply_next, fn, recurse)
 
 
 # --- carrying out a decision ---------------------------------------------------------------------
@@ -249,7 +241,7 @@ def _assign(
         _next_setattr(module, name, value)
     elif action is Action.FRAMEWORK:
         _next_setattr(module, name, value)
-        _owned(d)[name] = FRAMEWORK
+        _owned(module)[name] = FRAMEWORK
     elif action is Action.EXPLICIT:
         if role is None:
             _next_setattr(module, name, value)
@@ -276,12 +268,12 @@ def _store(
         refuse_while_exporting(module, name, value, verb)
     if action is Action.CARRY_CONTAINER:
         _next_setattr(module, name, value)
-        _owned(d)[name] = CONTAINER
-        add_carrier(module)
+        _owned(module)[name] = CONTAINER
+        CARRYING[0] = True
     elif action is Action.CARRY:
         object.__setattr__(module, name, value)
-        _owned(d)[name] = CARRIED
-        add_carrier(module)
+        _owned(module)[name] = CARRIED
+        CARRYING[0] = True
     elif "_buffers" not in d:
         # Before nn.Module.__init__ ran: registered when construction ends.
         object.__setattr__(module, name, value)
@@ -328,7 +320,7 @@ def _register(module: AutoRegisterMixin, name: str, value: torch.Tensor, persist
         if previous is not _MISSING:
             d[name] = previous
         raise
-    _owned(d)[name] = BUFFER
+    _owned(module)[name] = BUFFER
 
 
 def _take_over(module: AutoRegisterMixin, name: str, value: Any, role: str) -> None:
@@ -363,9 +355,10 @@ def _next_setattr(module: AutoRegisterMixin, name: str, value: Any) -> None:
     setattr_next(module, name, value)
 
 
-def _owned(d: dict[str, Any]) -> dict[str, str]:
+def _owned(module: AutoRegisterMixin) -> dict[str, str]:
+    d = module.__dict__
     if OWNED not in d:
-        d[OWNED] = {}
+        object.__setattr__(module, OWNED, {})  # traced by dynamo, where d[OWNED] = ... is not
     owned: dict[str, str] = d[OWNED]
     return owned
 
@@ -397,7 +390,7 @@ def _adopt(module: AutoRegisterMixin) -> None:
     if record.framework_code:
         return
     d = module.__dict__
-    owned = _owned(d)
+    owned = _owned(module)
     for name, value in list(d.items()):
         if name in MODULE_INTERNALS or name.startswith("_autoreg_"):
             continue
@@ -414,7 +407,7 @@ def _adopt(module: AutoRegisterMixin) -> None:
         ):
             owned[name] = CARRIED
     if carries(module):
-        add_carrier(module)
+        CARRYING[0] = True
 
 
 class Module(AutoRegisterMixin, nn.Module):

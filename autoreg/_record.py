@@ -56,6 +56,7 @@ class ClassRecord:
         "registers",
         "resolved",
         "setattr_next",
+        "snapshot",
         "strict_by",
         "warned",
     )
@@ -75,6 +76,11 @@ class ClassRecord:
         after = mro[mro.index(mixin) + 1 :]
         # The namespaces instance lookup searches, in order: live views, never stale.
         self.namespaces: tuple[Mapping[str, Any], ...] = tuple(k.__dict__ for k in mro)
+        # The same as one plain dict, as the class was created: what a compiled forward reads
+        # (dynamo before torch 2.9 cannot trace a lookup in a class's __dict__).
+        self.snapshot: dict[str, Any] = {
+            name: attribute for k in reversed(mro) for name, attribute in k.__dict__.items()
+        }
         # The next _apply in the MRO (nn.Module's, or e.g. RNNBase's), looked up by name at call
         # time so that a patched nn.Module._apply is honoured.
         self.apply_next: type = next(k for k in after if "_apply" in k.__dict__)
