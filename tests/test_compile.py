@@ -301,6 +301,10 @@ def test_warn_mode_first_assignment_inside_a_compiled_forward_is_a_graph_break()
 @pytest.mark.slow
 # Inductor's CPU code generation calls a deprecated torch.jit API inside torch.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+# torch 2.6's inductor warns about its own config while it caches a compiled graph.
+@pytest.mark.filterwarnings(
+    "ignore:Skipping serialization of skipfiles_inline_module_allowlist value:UserWarning"
+)
 def test_inductor_matches_eager() -> None:
     auto, reference = _seeded(AutoRead), _seeded(AutoRead)
     auto.offset = torch.arange(4.0)

@@ -37,6 +37,20 @@ TORCH_PYTREE_DEPRECATED = pytest.mark.filterwarnings(
 )
 STRICTNESS = pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
 
+# What torch's own export does changed between versions; autoreg and the twin behave alike on each.
+# Before STRICT_ALLOWS_REASSIGNMENT, strict export refuses a forward that reassigns a module
+# attribute ("Mutating module attribute ... during export"), and non-strict export refuses a
+# tensor attribute assigned in forward with a ValueError instead of warning.
+STRICT_ALLOWS_REASSIGNMENT = "2.13"
+# autoreg's non-strict export guard needs torch.compiler.is_exporting.
+HAS_IS_EXPORTING = "2.7"
+# torch 2.5 and 2.6 warn when ExportedProgram.module() unlifts a constant tensor (a carried one, or
+# the twin's plain attribute).
+UNLIFTED_CONSTANT = pytest.mark.filterwarnings(
+    "ignore:Attempted to insert a get_attr Node with no underlying reference:UserWarning",
+    r"ignore:Node \w+ target \w+ .* does not reference an nn\.Module:UserWarning",
+)
+
 
 def _read_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return (self.lin(x) * self.scale * self.mask + self.offset)[:, self.order]
@@ -146,6 +160,7 @@ def _specs(program: torch.export.ExportedProgram) -> tuple[list[tuple], list[tup
     return inputs, outputs
 
 
+@UNLIFTED_CONSTANT
 @STRICTNESS
 def test_export_reads_match_the_twin(strict: bool) -> None:
     auto, twin = _pair()
@@ -195,6 +210,12 @@ class TwinRunning(nn.Module):
 def test_export_of_a_mutated_declared_buffer_matches_the_twin(strict: bool, in_place: bool) -> None:
     auto, twin = AutoRunning(in_place), TwinRunning(in_place)
     x = torch.ones(2, 4)
+    if strict and not in_place and torch.__version__ < STRICT_ALLOWS_REASSIGNMENT:
+        for module in (auto, twin):
+            with pytest.raises(AssertionError, match="Mutating module attribute running during"):
+                torch.export.export(module, (x,), strict=True)
+        torch.testing.assert_close(auto.running, torch.zeros(4))
+        return
 
     program = torch.export.export(auto, (x,), strict=strict)
     twin_program = torch.export.export(twin, (x,), strict=strict)
@@ -247,6 +268,11 @@ class TwinLazyCache(nn.Module):
     ],
     ids=["carried", "declared-buffer", "container"],
 )
+@pytest.mark.requires_torch(
+    HAS_IS_EXPORTING,
+    reason="no torch.compiler.is_exporting: autoreg cannot tell non-strict export from eager "
+    "(torch itself raises a ValueError there, for nn.Module too)",
+)
 def test_non_strict_export_of_a_new_attribute_raises_and_leaves_no_fake(
     cls: type[nn.Module], message: str
 ) -> None:
@@ -263,6 +289,10 @@ def test_non_strict_export_of_a_new_attribute_raises_and_leaves_no_fake(
     assert type(out) is torch.Tensor
 
 
+@pytest.mark.requires_torch(
+    STRICT_ALLOWS_REASSIGNMENT,
+    reason="older torch raises a ValueError instead of keeping the FakeTensor",
+)
 def test_twin_keeps_a_fake_tensor_after_non_strict_export() -> None:
     """What autoreg prevents: nn.Module keeps the FakeTensor and computes with it afterwards."""
     twin = TwinLazyCache()
@@ -282,9 +312,12 @@ def test_strict_export_of_a_new_attribute_leaves_the_module_untouched(
     module = cls()
     x = torch.ones(2, 3)
 
-    program = torch.export.export(module, (x,), strict=True)
-
-    torch.testing.assert_close(program.module()(x), torch.full((2, 3), 2.0))
+    if torch.__version__ < STRICT_ALLOWS_REASSIGNMENT:
+        with pytest.raises(AssertionError, match="Mutating module attribute cache during export"):
+            torch.export.export(module, (x,), strict=True)
+    else:
+        program = torch.export.export(module, (x,), strict=True)
+        torch.testing.assert_close(program.module()(x), torch.full((2, 3), 2.0))
     assert "cache" not in vars(module)
     assert not module._buffers
     module(x)  # the first eager call creates it, for real
@@ -297,7 +330,11 @@ def test_non_strict_export_after_a_first_call_restores_the_runtime_tensor() -> N
     module(torch.ones(2, 3))
     cache = module.cache
 
-    torch.export.export(module, (torch.ones(2, 3),), strict=False)
+    if torch.__version__ < STRICT_ALLOWS_REASSIGNMENT:
+        with pytest.raises(ValueError, match=r"The tensor attribute self\.cache was assigned"):
+            torch.export.export(module, (torch.ones(2, 3),), strict=False)
+    else:
+        torch.export.export(module, (torch.ones(2, 3),), strict=False)
 
     assert module.cache is cache
     assert not _fake_tensors(module)
