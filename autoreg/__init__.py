@@ -11,12 +11,15 @@ from ._declarations import NonPersistent, Persistent, Plain
 from ._errors import (
     AutoRegisterError,
     AutoRegisterWarning,
+    BufferKeyError,
+    BufferTypeError,
     ClassDefinitionError,
     ConfigurationError,
     ExportError,
+    NotAModuleError,
     UnregisteredTensorError,
 )
-from ._forward import ForwardFinding, audit_forward
+from ._forward import ForwardAuditError, ForwardFinding, audit_forward
 from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
 
@@ -27,14 +30,18 @@ __all__ = [
     "AutoRegisterMixin",
     "AutoRegisterWarning",
     "BufferDict",
+    "BufferKeyError",
     "BufferList",
+    "BufferTypeError",
     "ClassDefinitionError",
     "ConfigurationError",
     "ExportError",
     "Finding",
+    "ForwardAuditError",
     "ForwardFinding",
     "Module",
     "NonPersistent",
+    "NotAModuleError",
     "Persistent",
     "Plain",
     "UnregisteredTensorError",

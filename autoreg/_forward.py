@@ -219,6 +219,8 @@ class ForwardFinding:
 class ForwardAuditError(AutoRegisterError, RuntimeError):
     """The forward pass could not run to its end on the stand-in device; ``findings`` so far."""
 
+    __module__ = "autoreg"
+
     def __init__(self, message: str, findings: list[ForwardFinding]) -> None:
         super().__init__(message)
         self.findings = findings

@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 import autoreg
-from autoreg._errors import NotAModuleError
+from autoreg import NotAModuleError
 from autoreg._walk import iter_modules, iter_tensors
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import autoreg
-from autoreg._forward import ForwardAuditError
+from autoreg import ForwardAuditError
 from autoreg._walk import iter_tensors
 from autoreg.testing import assert_no_strays
 from benchmarks import zoo

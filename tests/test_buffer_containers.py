@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 import autoreg
-from autoreg._errors import BufferKeyError, BufferTypeError
+from autoreg import BufferKeyError, BufferTypeError
 
 
 def ones(*shape: int) -> torch.Tensor:

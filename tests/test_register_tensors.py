@@ -14,7 +14,7 @@ from torch.nn.modules.module import register_module_buffer_registration_hook
 from torch.nn.utils import prune
 
 import autoreg
-from autoreg._errors import NotAModuleError
+from autoreg import NotAModuleError
 
 
 class Rotary(nn.Module):
