@@ -5,7 +5,7 @@ before tracing - not new ones: a tensor or container first assigned while it tra
 the module, fake, and the module would compute with it afterwards. autoreg refuses that assignment
 with ``ExportError`` (rows 8 to 11); ``nn.Module`` has the same leak, silently.
 
-Detection needs ``torch.compiler.is_exporting`` (torch >= 2.6); on older torch nothing is detected.
+Detection needs ``torch.compiler.is_exporting`` (torch >= 2.7); on older torch nothing is detected.
 Strict export traces with dynamo and leaves the module untouched: it is never refused.
 """
 
