@@ -7,8 +7,10 @@ does not count); ``@pytest.mark.requires_torch("2.9", reason=...)`` marks a test
 torch lacks, and skips it there with the reason (CI's default torch, 2.13, skips none).
 
 Each file of tests/integrations skips (``pytest.importorskip``) when its framework, from the
-``integrations`` extra, is missing; ``AUTOREG_REQUIRE_INTEGRATIONS=1`` (set by the default nox
-session, which CI runs) makes a missing one an error instead, so that CI skips none.
+``integrations`` extra, cannot be imported; ``AUTOREG_REQUIRE_INTEGRATIONS=1`` (set by the default
+nox session, which CI runs) makes a framework that is not installed an error instead. One that is
+installed and still cannot be imported skips with the reason: timm on the CPU build of torch 2.13,
+for which the registry has no torchvision.
 """
 
 from __future__ import annotations
