@@ -1,7 +1,9 @@
 """The README's contract table, restated as a reference model for ``tests/test_model_based.py``.
 
 ``Reference`` says what ``self.name = value``, ``del self.name``, ``register_buffer`` and ``.to()``
-do to each name of one module, in the order of the README's table; ``ClassModel`` holds what
+do to each name of one module; its assignment follows the README's table top to bottom, and its
+comments cite the table's row numbers (row 4, framework base classes, is not modelled: the subject
+has none). ``ClassModel`` holds what
 autoreg keeps per class (mode, default persistence, the warnings already given). Values are
 described, not held: ``T(dtype, grad)`` for a tensor, ``Own("w")`` for the module's own parameter
 (or ``Own("fixed")``, its buffer) inside a container, ``("list" | "tuple" | "dict", items)`` for a
@@ -174,13 +176,15 @@ class Reference:
         return None, ()
 
     def register_buffer(self, name: str, kind: str, persistent: bool) -> Outcome:
-        """An explicit ``register_buffer`` takes over a name autoreg registered or carries."""
-        held = self.state[name].role if name in self.state else None
-        if name in NO_SLOT or held in ("param", "module", "plain"):
+        """``register_buffer`` is nn.Module's own: it raises over any plain attribute, carried
+        ones included; over a buffer autoreg registered, autoreg still owns the name (row 2)."""
+        current = self.state.get(name)
+        if name in NO_SLOT or (current is not None and current.role != "buffer"):
             return ("KeyError", None), ()  # "attribute ... already exists", or dotted
         if kind == "int":
-            return ("TypeError", None), ()  # and the previous state is restored
-        self.state[name] = Entry("buffer", DESCRIPTIONS[kind], persistent)
+            return ("TypeError", None), ()
+        auto = current is not None and current.auto
+        self.state[name] = Entry("buffer", DESCRIPTIONS[kind], persistent, auto=auto)
         return None, ()
 
     def append(self, name: str) -> None:
@@ -245,25 +249,17 @@ class Reference:
         held = current.role if current else None
         value = DESCRIPTIONS[kind]
         if kind in EXPLICIT or held in ("param", "buffer", "module"):
-            return self._explicit(name, kind, current, constructing)
-        if kind in SCALARS:
-            # A non-tensor for a name autoreg carried: a plain attribute, and autoreg forgets the
-            # name; None keeps it carried (runtime state reset, then set again).
-            if kind == "none" and current is not None and held == "carried":
-                self.state[name] = replace(current, value=None)
-            else:
-                self.state[name] = Entry("plain", value)
-            return None
+            return self._explicit(name, kind, current)  # rows 1 to 3
         if kind in CONTAINERS:
-            self._container(name, value)
-            return None
-        self._tensor(name, value, kind, current, constructing)
+            self._container(name, value)  # rows 5, 7 and 8
+        elif kind in TENSORS:
+            self._tensor(name, value, kind, current, constructing)  # rows 5 to 7, 9 to 11
+        else:
+            self.state[name] = Entry("plain", value)  # row 12: a name autoreg carried is forgotten
         return None
 
-    def _explicit(
-        self, name: str, kind: str, current: Entry | None, constructing: bool
-    ) -> str | None:
-        """An nn.Parameter, nn.Buffer or module, or any value for a name that holds one."""
+    def _explicit(self, name: str, kind: str, current: Entry | None) -> str | None:
+        """Rows 1 to 3: an nn.Parameter, nn.Buffer or module, or a value for a name holding one."""
         held = current.role if current else None
         value = DESCRIPTIONS[kind]
         if kind == "param":
@@ -279,7 +275,7 @@ class Reference:
                 return "TypeError"
             if held == "plain":
                 return "KeyError"  # "attribute ... already exists"
-            # A Buffer over a carried name or any buffer takes the name, with its persistence.
+            # Over a carried name or any buffer it takes the name over, with its persistence.
             self.state[name] = Entry("buffer", value, persistent=kind == "buffer_persistent")
             return None
         assert current is not None
@@ -294,27 +290,21 @@ class Reference:
             return None
         if not current.auto:
             return "TypeError"  # nn.Module: "cannot assign 'int' as buffer"
-        # A non-tensor for a buffer autoreg registered: autoreg forgets the name, which then
-        # takes the value as a name that holds nothing.
-        del self.state[name]
-        try:
-            self._assign(name, kind, constructing)
-        except RefusedError:
-            self.state[name] = current
-            raise
+        # Row 2: a non-tensor (a container too) for a buffer autoreg registered: a plain
+        # attribute, and autoreg forgets the name.
+        self.state[name] = Entry("plain", value)
         return None
 
     def _container(self, name: str, value: Any) -> None:
-        """A list, tuple or dict: carried; strict refuses it if it holds unregistered tensors."""
-        if name == PLAIN:
-            self.state[name] = Entry("plain", value)
+        """Row 8: a list, tuple or dict is carried; strict refuses one holding tensors that
+        nothing registers (rows 5 and 7 first: ``Plain``, and a property's setter)."""
+        if name in (PLAIN, PROPERTY):
+            self.state[name] = Entry("plain", value)  # row 5; row 7: the property's setter runs
             return
         count = loose(value)
         if count and self.cls.mode != "register":
             self._enforce("container", name, ("container", value[0], count))
-        # A property's setter stores the container where autoreg never sees it.
-        role = "plain" if name == PROPERTY else "carried"
-        self.state[name] = Entry(role, value, container=True)
+        self.state[name] = Entry("carried", value, container=True)
 
     def _tensor(
         self, name: str, value: T, kind: str, current: Entry | None, constructing: bool
@@ -323,19 +313,21 @@ class Reference:
         carried = current is not None and current.role == "carried" and not current.container
         if carried and not value.grad:
             self.state[name] = replace(current, value=value)  # type: ignore[arg-type]
-            return  # runtime state updated: no check, no warning
+            return  # row 11, the steady state: runtime state updated, no check, no warning
         if name == PLAIN or value.grad:
-            # grad: a plain attribute, as in nn.Module; a leaf is probably meant as a Parameter.
+            # Rows 5 and 6: a plain attribute; a leaf is probably meant as a Parameter.
             if name != PLAIN and kind == "grad_leaf":
                 self._enforce("grad", name, ("grad",), warn_always=True)
             self.state[name] = Entry("plain", value)
             return
         if name in NO_SLOT:
-            # A name that cannot hold a buffer: nn.Module's behaviour.
-            self._enforce("slot", name, ("slot",))
+            # Row 7: a name that cannot hold a buffer: nn.Module's behaviour. Strict and warn
+            # modes leave a property alone: its setter decides.
+            if name != PROPERTY:
+                self._enforce("slot", name, ("slot",))
             self.state[name] = Entry("plain", value)
             return
-        register = name in DECLARED or constructing
+        register = name in DECLARED or constructing  # rows 9 and 10; else row 11
         persistent = self._persistence(name)
         if name not in DECLARED:
             how = "persistent" if persistent else "non-persistent"
