@@ -397,8 +397,8 @@ def _adopt(module: AutoRegisterMixin) -> None:
         if record.declarations.get(name) is Declaration.PLAIN:
             continue
         if isinstance(value, CONTAINERS):
-            if slot_kind(record.namespaces, name) in (None, "class"):
-                owned[name] = CONTAINER
+            if slot_kind(record.namespaces, name) not in ("internal", "descriptor"):
+                owned[name] = CONTAINER  # as row 8 carries it
         elif (
             isinstance(value, torch.Tensor)
             and not is_explicit(value)
