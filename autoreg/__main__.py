@@ -159,6 +159,9 @@ def _build(target: str) -> nn.Module:
 def _resolve(target: str) -> tuple[object, bool]:
     """What ``target`` names: a module instance as it is, or what its factory returns (and
     whether it was called); raise _UsageError with the reason if it cannot be had."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # The `autoreg` console script imports from where it is run, as `python -m autoreg` does.
+        sys.path.insert(0, os.getcwd())
     module_name, _, attribute = target.partition(":")
     names = attribute.split(".")
     if not module_name or not all(names) or ":" in attribute:

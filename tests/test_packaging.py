@@ -113,16 +113,7 @@ def test_the_installed_wheel_imports_from_the_venv(installed: Path, tmp_path: Pa
 @pytest.mark.parametrize(
     "command",
     [
-        pytest.param(
-            ["autoreg"],
-            id="console-script",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="autoreg.__main__.main() does not put the working directory on sys.path: "
-                "`python -m` does, a console script does not, so `autoreg audit my_model:build` "
-                "cannot import my_model.py from where it is run",
-            ),
-        ),
+        pytest.param(["autoreg"], id="console-script"),
         pytest.param(["python", "-m", "autoreg"], id="module"),
     ],
 )
