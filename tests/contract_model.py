@@ -138,6 +138,7 @@ class ClassModel:
 
     mode: str  # "register" | "warn" | "strict"
     persistent: bool
+    weight: bool  # whether the subject has its parameter ``w`` (else no parameter at all)
     warned: set[tuple[str, str]] = field(default_factory=set)
 
 
@@ -153,10 +154,9 @@ class Reference:
 
     def __init__(self, cls: ClassModel) -> None:
         self.cls = cls
-        self.state: dict[str, Entry] = {
-            "w": Entry("param", T(torch.float32, grad=True)),
-            "fixed": Entry("buffer", F32, persistent=True),
-        }
+        self.state: dict[str, Entry] = {"fixed": Entry("buffer", F32, persistent=True)}
+        if cls.weight:
+            self.state["w"] = Entry("param", T(torch.float32, grad=True))
         self.warnings: list[Any] = []
 
     # --- operations: each returns the outcome, and changes the state only if nothing raised --
@@ -247,7 +247,7 @@ class Reference:
     def _assign(self, name: str, kind: str, constructing: bool) -> str | None:
         current = self.state.get(name)
         held = current.role if current else None
-        value = DESCRIPTIONS[kind]
+        value = self.describe(kind)
         if kind in EXPLICIT or held in ("param", "buffer", "module"):
             return self._explicit(name, kind, current)  # rows 1 to 3
         if kind in CONTAINERS:
@@ -261,7 +261,7 @@ class Reference:
     def _explicit(self, name: str, kind: str, current: Entry | None) -> str | None:
         """Rows 1 to 3: an nn.Parameter, nn.Buffer or module, or a value for a name holding one."""
         held = current.role if current else None
-        value = DESCRIPTIONS[kind]
+        value = self.describe(kind)
         if kind == "param":
             self.state[name] = Entry("param", value)
             return None
@@ -273,8 +273,8 @@ class Reference:
         if kind.startswith("buffer"):
             if held in ("param", "module"):
                 return "TypeError"
-            if held == "plain":
-                return "KeyError"  # "attribute ... already exists"
+            if held == "plain" or name in NO_SLOT:
+                return "KeyError"  # "attribute ... already exists", or dotted
             # Over a carried name or any buffer it takes the name over, with its persistence.
             self.state[name] = Entry("buffer", value, persistent=kind == "buffer_persistent")
             return None
@@ -336,6 +336,11 @@ class Reference:
             self.state[name] = Entry("buffer", value, persistent, auto=True)
         else:
             self.state[name] = Entry("carried", value)
+
+    def describe(self, kind: str) -> Any:
+        if kind == "own" and not self.cls.weight:
+            return ("list", (Own("fixed"),))
+        return DESCRIPTIONS[kind]
 
     def _persistence(self, name: str) -> bool:
         declared = DECLARED.get(name)
