@@ -310,9 +310,9 @@ class Reference:
         self, name: str, value: T, kind: str, current: Entry | None, constructing: bool
     ) -> None:
         """A plain tensor for a name that holds no parameter, buffer or submodule."""
-        carried = current is not None and current.role == "carried" and not current.container
-        if carried and not value.grad:
-            self.state[name] = replace(current, value=value)  # type: ignore[arg-type]
+        steady = current is not None and current.role == "carried" and not current.container
+        if current is not None and steady and not value.grad:
+            self.state[name] = replace(current, value=value)
             return  # row 11, the steady state: runtime state updated, no check, no warning
         if name == PLAIN or value.grad:
             # Rows 5 and 6: a plain attribute; a leaf is probably meant as a Parameter.

@@ -104,7 +104,7 @@ def subject_class(mode: str, persistent: bool) -> type[Subject]:
 
 def make_value(kind: str, module: Subject) -> object:
     zeros = torch.zeros
-    return {
+    factories: dict[str, Callable[[], object]] = {
         "float": lambda: zeros(2),
         "long": lambda: torch.arange(2),
         "grad_leaf": lambda: zeros(2, requires_grad=True),
@@ -124,12 +124,15 @@ def make_value(kind: str, module: Subject) -> object:
             [module._parameters["w"], module.fixed] if "w" in module._parameters else [module.fixed]
         ),
         "grad_list": lambda: [zeros(2, requires_grad=True)],
-    }[kind]()
+    }
+    return factories[kind]()
 
 
 # --- running an operation, and describing what it did -------------------------------------------
 
-MESSAGES = {  # the key sentence of each of autoreg's messages -> its description
+MESSAGES: dict[
+    str, Callable[[re.Match[str]], tuple[Any, ...]]
+] = {  # the key sentence of each of autoreg's messages -> its description
     r"is a leaf tensor that requires grad": lambda m: ("grad",),
     r"cannot become a buffer": lambda m: ("slot",),
     r"(?:was registered as|would register it as) a (\S+) buffer": lambda m: ("register", m[1]),
