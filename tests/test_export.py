@@ -42,6 +42,7 @@ STRICTNESS = pytest.mark.parametrize("strict", [False, True], ids=["non-strict",
 # attribute ("Mutating module attribute ... during export"), and non-strict export refuses a
 # tensor attribute assigned in forward with a ValueError instead of warning.
 STRICT_ALLOWS_REASSIGNMENT = "2.13"
+EXPORT_CLEANS_UP_ITS_HOOK = "2.13"  # see the non-strict ExportError test
 # autoreg's non-strict export guard needs torch.compiler.is_exporting.
 HAS_IS_EXPORTING = "2.7"
 # torch 2.5 and 2.6 warn when ExportedProgram.module() unlifts a constant tensor (a carried one, or
@@ -277,6 +278,8 @@ def test_non_strict_export_of_a_new_attribute_raises_and_leaves_no_fake(
     cls: type[nn.Module], message: str
 ) -> None:
     module = cls()
+    hooks = torch.nn.modules.module._global_buffer_registration_hooks
+    before = set(hooks)
 
     with pytest.raises(autoreg.ExportError, match=message) as raised:
         torch.export.export(module, (torch.ones(2, 3),), strict=False)
@@ -285,6 +288,13 @@ def test_non_strict_export_of_a_new_attribute_raises_and_leaves_no_fake(
     assert "strict=True" in str(raised.value)
     assert not _fake_tensors(module)
     assert not module._buffers
+    # torch before 2.13 leaves its export's buffer-registration hook installed when forward raises,
+    # whatever it raises (measured on 2.7.1 and 2.9.1, for nn.Module too): the next
+    # register_buffer in the process would fail. Removed here, so that the rest of the suite runs.
+    leaked = set(hooks) - before
+    assert not leaked or torch.__version__ < EXPORT_CLEANS_UP_ITS_HOOK
+    for key in leaked:
+        del hooks[key]
     out = module(torch.ones(2, 3))  # the module still works, on real tensors
     assert type(out) is torch.Tensor
 
