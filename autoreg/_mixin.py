@@ -195,6 +195,14 @@ class AutoRegisterMixin(_MixinBase):
         if owned and name in owned:
             del owned[name]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """nn.Module's, with autoreg's record always in it: an instance of an autoreg class is
+        never taken for an old pickle (``__setstate__``), whatever it owns."""
+        state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
+        if OWNED not in state:
+            state[OWNED] = {}
+        return state
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         """nn.Module's; then a pickle made before the class used autoreg is adopted."""
         super().__setstate__(state)  # type: ignore[no-untyped-call]

@@ -382,11 +382,6 @@ class ContractMachine(RuleBasedStateMachine):
 
     @rule(how=st.sampled_from(["deepcopy", "pickle"]))
     def copy(self, how: str) -> None:
-        # BUG-3: a copy of a module whose __dict__ holds no autoreg bookkeeping "adopts" the
-        # tensors a property's setter stored (they move with the copy, not with the original).
-        # To re-enable, delete the next two lines.
-        if PROPERTY in self.reference.state:
-            return
         tensors = [t for _, value, _ in held(self.module).values() for _, t in walk(value)]
         if how == "deepcopy" and not all(t.is_leaf for t in tensors):
             # torch refuses to deepcopy an autograd result, for nn.Module alike.
