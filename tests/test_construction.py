@@ -191,3 +191,20 @@ def test_mixed_into_a_class_without_its_own_init() -> None:
     m = Scaled(3)
     assert buffers(m).keys() == {"scale"}
     assert m.state_dict().keys() == nn.Linear(3, 3).state_dict().keys()
+
+
+def test_the_next_instance_registers_as_the_first_did() -> None:
+    """Row 10, on the path the second instance of a class takes (the class's decision, kept):
+    a placeholder assigned first is replaced by the buffer, never left shadowing it."""
+
+    class Placeholder(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = None
+            self.table = torch.ones(2)
+
+    first, second = Placeholder(), Placeholder()
+    for module in (first, second):
+        assert "table" in module._buffers
+        assert "table" not in vars(module)
+        assert torch.equal(module.table, torch.ones(2))
