@@ -32,10 +32,11 @@ pytestmark = pytest.mark.slow
 WORLD = 2
 COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=20)
 DEADLINE = 120.0  # seconds for the whole run, imports included
-# FSDP2 on CPU / gloo: torch 2.5 has no public fully_shard, 2.6 fails (Stream.record_event).
-FSDP2_ON_CPU = "2.7"
+# FSDP2 on CPU / gloo: torch 2.5 has no public fully_shard, 2.6 fails (Stream.record_event), and
+# 2.7 and 2.8 give parameter gradients that differ from the unsharded model's (the loss is equal).
+FSDP2_ON_CPU = "2.9"
 REQUIRES_FSDP2 = pytest.mark.requires_torch(
-    FSDP2_ON_CPU, reason="FSDP2 (fully_shard) does not run on CPU / gloo, for nn.Module either"
+    FSDP2_ON_CPU, reason="FSDP2 (fully_shard) does not run correctly on CPU / gloo before 2.9"
 )
 
 
