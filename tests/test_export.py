@@ -41,7 +41,7 @@ STRICTNESS = pytest.mark.parametrize("strict", [False, True], ids=["non-strict",
 # Before STRICT_ALLOWS_REASSIGNMENT, strict export refuses a forward that reassigns a module
 # attribute ("Mutating module attribute ... during export"), and non-strict export refuses a
 # tensor attribute assigned in forward with a ValueError instead of warning.
-STRICT_ALLOWS_REASSIGNMENT = "2.13"
+STRICT_ALLOWS_REASSIGNMENT = "2.10"
 EXPORT_CLEANS_UP_ITS_HOOK = "2.13"  # see the non-strict ExportError test
 # autoreg's non-strict export guard needs torch.compiler.is_exporting.
 HAS_IS_EXPORTING = "2.7"
