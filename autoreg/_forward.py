@@ -62,6 +62,8 @@ from typing import Any, Final, Generic, Literal, NoReturn, TypeVar
 import torch
 from torch import nn
 from torch.nn.parameter import UninitializedParameter
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._device import DeviceContext
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 from torch.utils.weak import WeakIdKeyDictionary
@@ -453,11 +455,20 @@ def _rng_kept() -> Iterator[None]:
 @contextlib.contextmanager
 def _default_device_cpu() -> Iterator[None]:
     """Factories without ``device=`` go to the CPU, even inside a caller's device context."""
-    if torch.get_default_device().type == "cpu":
+    if torch.get_default_device().type == "cpu" and not _in_device_context():
         yield
     else:
         with torch.device("cpu"):
             yield
+
+
+def _in_device_context() -> bool:
+    """Whether a ``with torch.device(...)`` other than the CPU is active (before torch 2.6,
+    ``torch.get_default_device()`` does not see one)."""
+    return any(
+        isinstance(mode, DeviceContext) and torch.device(mode.device).type != "cpu"
+        for mode in _get_current_function_mode_stack()  # type: ignore[no-untyped-call]
+    )
 
 
 class _ByTensor(Generic[_V]):

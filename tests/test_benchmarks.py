@@ -152,6 +152,10 @@ def test_plain_modules_leave_tensors_behind_and_fail(quick_run: tuple[dict[str, 
     for row in device_moves:
         plain = row["variants"]["plain"]
         assert plain["left_behind"], row["model"]
+        if device_target == "meta" and row["model"] == "IndexMixer" and torch.__version__ < "2.13":
+            # Older torch's meta kernel of index_add_ accepts a CPU index (CUDA's does not):
+            # the tensor is left behind all the same, but on meta the forward runs.
+            continue
         assert not plain["forward_ok"], row["model"]
         assert "device" in plain["error"], plain["error"]
 
