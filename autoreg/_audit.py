@@ -34,7 +34,7 @@ never reached by ``.to()``: its parameters, buffers and plain tensors are all fi
 ``_walk.iter_modules``). Tensors inside other objects (a config dataclass) are not walked.
 
 ``register_tensors`` turns the plain tensor attributes of an existing instance into buffers, with
-the mixin's rules (``_mixin._why_no_buffer_slot``), through ``register_buffer``.
+the mixin's rules (``_contract.why_no_buffer_slot``), through ``register_buffer``.
 
 Footguns this catches: a ``list`` of tensors where ``autoreg.BufferList`` was meant, a ``list``
 of modules where ``nn.ModuleList`` was meant (invisible to the optimizer too), a weight

@@ -29,7 +29,15 @@ from ._errors import (
     ClassDefinitionError,
 )
 
-__all__ = ["CONSTRUCTING", "KEYWORDS", "ClassRecord", "create_record", "mark_construction"]
+__all__ = [
+    "CONSTRUCTING",
+    "KEYWORDS",
+    "ClassRecord",
+    "create_record",
+    "mark_construction",
+    "record_of",
+    "unknown_keywords",
+]
 
 CONSTRUCTING: Final = "_autoreg_constructing"  # instance key, present only while __init__ runs
 KEYWORDS: Final = ("persistent", "strict", "warn")
@@ -148,6 +156,12 @@ class ClassRecord:
         if declaration is Declaration.NONPERSISTENT:
             return False
         return self.persistent
+
+
+def record_of(module: object) -> ClassRecord:
+    """The record of an autoreg instance's class."""
+    record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
+    return record
 
 
 def create_record(cls: type, mixin: type, keywords: dict[str, Any]) -> ClassRecord:
