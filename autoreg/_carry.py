@@ -7,15 +7,16 @@ tree (``parent.child.view = parent.table``) ends up as that buffer's converted t
 carried by two modules is converted once. nn.Module converts a module's children before its own
 buffers, so carried tensors are converted last, by the outermost autoreg ``_apply`` of the call.
 
-Until something in the process carries a tensor, ``_apply`` is nn.Module's plus one frame. After
-that, the outermost autoreg ``_apply`` of a call walks its tree for modules that carry; if some
-do, it wraps ``fn`` to remember what it made of the carried tensors' originals, and converts them
-at the end; if none do, the autoreg modules below it take nn.Module's path without a walk.
+While no live module carries a tensor, ``_apply`` is nn.Module's plus one frame. While some do,
+the outermost autoreg ``_apply`` of a call walks its tree for modules that carry; if some do, it
+wraps ``fn`` to remember what it made of the carried tensors' originals, and converts them at the
+end; if none do, the autoreg modules below it take nn.Module's path without a walk.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -25,34 +26,61 @@ from torch import nn
 from ._contract import CARRIED, CONTAINER, OWNED
 from ._walk import CONTAINERS, iter_tensors, map_tensors
 
-__all__ = ["CARRYING", "apply_carrying", "carries", "loose_tensors", "registered_tensors"]
+__all__ = [
+    "CARRIERS",
+    "QUIET",
+    "UNTRACKED",
+    "Conversion",
+    "apply_carrying",
+    "carries",
+    "loose_tensors",
+    "note_carrier",
+    "registered_tensors",
+]
 
-# Set once, when an instance first carries a tensor or a container. A list, not a global
-# statement: code compiled by dynamo may set it.
-CARRYING: Final[list[bool]] = [False]
-
-_state = threading.local()  # .quiet: a root above found nothing carried in its tree
+# The live modules that carry a tensor or a container: id -> weak reference. A plain dict, so
+# that `if CARRIERS` costs what every module's _apply can afford.
+CARRIERS: Final[dict[int, weakref.ref[nn.Module]]] = {}
+# Set when a module starts carrying inside code dynamo compiles, where no weak reference can be
+# made: from then on, every .to() looks for carriers in its tree. A list, which compiled code may
+# set.
+UNTRACKED: Final[list[bool]] = [False]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
 
 
+class _Quiet(threading.local):
+    active = False  # a root above found nothing carried in its tree: the modules below need not
+
+
+QUIET: Final = _Quiet()
+
+
+def note_carrier(module: nn.Module) -> None:
+    """Remember that ``module`` carries something, for as long as it lives."""
+    if torch.compiler.is_compiling():
+        UNTRACKED[0] = True
+        return
+    key = id(module)
+    if key not in CARRIERS:
+        CARRIERS[key] = weakref.ref(module, lambda _: CARRIERS.pop(key, None))
+
+
 def carries(module: nn.Module) -> bool:
     owned: dict[str, str] | None = module.__dict__.get(OWNED)
-    return owned is not None and any(role in (CARRIED, CONTAINER) for role in owned.values())
+    return bool(owned) and (CARRIED in owned.values() or CONTAINER in owned.values())  # type: ignore[union-attr]
 
 
 def apply_carrying(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
-    """``module._apply(fn, recurse)`` once something in the process has carried a tensor."""
-    if type(fn) is Conversion or getattr(_state, "quiet", False):
-        return _call(apply_next, module, fn, recurse)  # the root of the call does the carrying
+    """``module._apply(fn, recurse)`` at the root of a ``.to()``, while some module carries."""
     modules = _tree(module) if recurse else [module]
     carriers = [m for m in modules if carries(m)]
     if not carriers:
-        _state.quiet = True
+        QUIET.active = True
         try:
             return _call(apply_next, module, fn, recurse)
         finally:
-            _state.quiet = False
+            QUIET.active = False
     conversion = Conversion(fn, modules, carriers)
     result = _call(apply_next, module, conversion, recurse)
     conversion.finish()

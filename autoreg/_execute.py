@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
-from ._carry import CARRYING, carries, loose_tensors
+from ._carry import carries, loose_tensors, note_carrier
 from ._config import Mode
 from ._contract import (
     BUFFER,
@@ -111,11 +111,11 @@ def _store(module: nn.Module, name: str, value: Any, action: Action, persistent:
     if action is Action.CARRY_CONTAINER:
         next_setattr(module, name, value)
         owned(module)[name] = CONTAINER
-        CARRYING[0] = True
+        note_carrier(module)
     elif action is Action.CARRY:
         object.__setattr__(module, name, value)
         owned(module)[name] = CARRIED
-        CARRYING[0] = True
+        note_carrier(module)
     elif "_buffers" not in d:
         # Before nn.Module.__init__ ran: registered when construction ends.
         object.__setattr__(module, name, value)
@@ -249,4 +249,4 @@ def adopt(module: nn.Module) -> None:
         ):
             names[name] = CARRIED
     if carries(module):
-        CARRYING[0] = True
+        note_carrier(module)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import torch
 from torch import nn
 
-from ._carry import CARRYING, apply_carrying, carries
+from ._carry import CARRIERS, QUIET, UNTRACKED, Conversion, apply_carrying, carries, note_carrier
 from ._contract import BUFFER, CARRIED, OWNED, PENDING, is_explicit
 from ._execute import (
     BUFFER_HOOKS,
@@ -191,15 +191,16 @@ class AutoRegisterMixin(_MixinBase):
         if OWNED not in state:
             adopt(self)
         elif carries(self):
-            CARRYING[0] = True
+            note_carrier(self)
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then the carried tensors."""
         # The next _apply in the MRO, looked up by name so that a patched one is honoured.
         apply_next: Any = type(self).__autoreg__.apply_next._apply  # type: ignore[attr-defined]
-        if not CARRYING[0]:
-            # recurse is passed on only when set, as nn.Module does, so that overrides written
-            # before it existed keep working.
+        if (not CARRIERS and not UNTRACKED[0]) or type(fn) is Conversion or QUIET.active:
+            # Nothing carried anywhere, or the root of this .to() does the carrying (or found
+            # nothing to carry in its tree). recurse is passed on only when set, as nn.Module
+            # does, so that overrides written before it existed keep working.
             return apply_next(self, fn) if recurse else apply_next(self, fn, recurse)
         return apply_carrying(self, apply_next, fn, recurse)
 

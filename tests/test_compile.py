@@ -319,3 +319,25 @@ def test_inductor_matches_eager() -> None:
         updating(torch.full((2, 4), float(i)))
     assert updating.steps.item() == 3
     torch.testing.assert_close(updating.running, torch.full((4,), 0.1 * 0.81 + 0.2 * 0.9 + 0.3))
+
+
+def test_a_tensor_first_carried_inside_a_compiled_forward_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Row 11: compiled code cannot keep a weak reference to the module that starts carrying, so
+    it marks carriers as untracked; .to() then looks for them in its tree."""
+    import autoreg._carry
+    import autoreg._mixin
+
+    carriers: dict[int, object] = {}  # as in a process where nothing else carries
+    untracked = [False]
+    for module in (autoreg._carry, autoreg._mixin):
+        monkeypatch.setattr(module, "CARRIERS", carriers)
+        monkeypatch.setattr(module, "UNTRACKED", untracked)
+    auto = AutoCache()
+    torch._dynamo.reset()
+    torch.compile(auto, backend="eager", fullgraph=True)(torch.ones(2, 3))
+
+    assert untracked == [True]
+    assert not carriers
+    assert auto.double().cache.dtype == torch.float64
