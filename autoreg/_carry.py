@@ -72,17 +72,29 @@ def carries(module: nn.Module) -> bool:
 
 
 def apply_carrying(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
-    """``module._apply(fn, recurse)`` at the root of a ``.to()``, while some module carries."""
-    modules = _tree(module) if recurse else [module]
-    carriers = [m for m in modules if carries(m)]
-    if not carriers:
-        QUIET.active = True
-        try:
-            return _call(apply_next, module, fn, recurse)
-        finally:
-            QUIET.active = False
-    conversion = Conversion(fn, modules, carriers)
+    """``module._apply(fn, recurse)`` at the root of a ``.to()``, while some module carries.
+
+    The candidates are the live carriers (``CARRIERS``): each that ``.to()`` reaches adds itself
+    to the conversion (``AutoRegisterMixin._apply``). After a carrier started inside compiled
+    code (``UNTRACKED``), the tree is walked for them instead.
+    """
+    tree = _tree(module) if recurse else (lambda: [module])
+    if UNTRACKED[0]:
+        carriers = {id(m): m for m in tree() if carries(m)}
+        if not carriers:
+            QUIET.active = True
+            try:
+                return _call(apply_next, module, fn, recurse)
+            finally:
+                QUIET.active = False
+        candidates = list(carriers.values())
+    else:
+        carriers = {}
+        candidates = [m for ref in list(CARRIERS.values()) if (m := ref()) is not None]
+    conversion = Conversion(fn, tree, candidates, carriers)
     result = _call(apply_next, module, conversion, recurse)
+    if carries(module):
+        conversion.carriers[id(module)] = module
     conversion.finish()
     return result
 
@@ -93,8 +105,12 @@ def _call(apply_next: Any, module: nn.Module, fn: _ApplyFn, recurse: bool) -> An
     return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
 
 
-def _tree(root: nn.Module) -> list[nn.Module]:
-    """The modules of ``root``'s tree, each once: what ``.to()`` recurses into."""
+def _tree(root: nn.Module) -> Callable[[], list[nn.Module]]:
+    """The modules of ``root``'s tree, each once (what ``.to()`` recurses into), when called."""
+    return lambda: _walk_tree(root)
+
+
+def _walk_tree(root: nn.Module) -> list[nn.Module]:
     found = [root]
     seen = {id(root)}
     for module in found:
@@ -110,19 +126,25 @@ class Conversion:
 
     __slots__ = ("carriers", "converted", "fn", "parameters", "wanted")
 
-    def __init__(self, fn: _ApplyFn, modules: list[nn.Module], carriers: list[nn.Module]) -> None:
+    def __init__(
+        self,
+        fn: _ApplyFn,
+        tree: Callable[[], list[nn.Module]],
+        candidates: list[nn.Module],
+        carriers: dict[int, nn.Module],
+    ) -> None:
         self.fn = fn
-        self.carriers = carriers
+        self.carriers = carriers  # id -> module: the carriers of the tree, filled as it goes
         # id -> (original, converted): the original is kept alive, so its id stays its own.
         self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        carried = [t for module in carriers for t in _carried_tensors(module)]
+        carried = [t for module in candidates for t in _carried_tensors(module)]
         self.wanted = {id(t): t for t in carried if not isinstance(t, nn.Parameter)}
         # Parameters held in carried containers: nn.Module may replace a parameter by a new one
         # (a move to another device): the container must hold the one in the module afterwards.
         self.parameters: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
         held = {id(t) for t in carried if isinstance(t, nn.Parameter)}
         if held:
-            for key, entry in registered_tensors(modules).items():
+            for key, entry in registered_tensors(tree()).items():
                 if key in held:
                     self.parameters[key] = entry
 
@@ -152,7 +174,7 @@ class Conversion:
 
     def finish(self) -> None:
         """Convert the carried tensors of the modules of the tree that carry some."""
-        for module in self.carriers:
+        for module in self.carriers.values():
             d = module.__dict__
             for name, role in d[OWNED].items():
                 value = d.get(name)

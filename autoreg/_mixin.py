@@ -197,10 +197,12 @@ class AutoRegisterMixin(_MixinBase):
         """Convert parameters and buffers as nn.Module does, then the carried tensors."""
         # The next _apply in the MRO, looked up by name so that a patched one is honoured.
         apply_next: Any = type(self).__autoreg__.apply_next._apply  # type: ignore[attr-defined]
-        if (not CARRIERS and not UNTRACKED[0]) or type(fn) is Conversion or QUIET.active:
+        if (not CARRIERS and not UNTRACKED[0]) or QUIET.active or type(fn) is Conversion:
             # Nothing carried anywhere, or the root of this .to() does the carrying (or found
             # nothing to carry in its tree). recurse is passed on only when set, as nn.Module
             # does, so that overrides written before it existed keep working.
+            if type(fn) is Conversion and id(self) in CARRIERS:
+                fn.carriers[id(self)] = self
             return apply_next(self, fn) if recurse else apply_next(self, fn, recurse)
         return apply_carrying(self, apply_next, fn, recurse)
 
