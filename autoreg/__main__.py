@@ -66,7 +66,7 @@ class _UsageError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    parser = argparse.ArgumentParser(prog=PROG, description="autoreg's migration tools.")
+    parser = argparse.ArgumentParser(prog=_prog(), description="autoreg's migration tools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     audit = commands.add_parser(
         "audit",
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 model = _build(args.target)
     except _UsageError as error:
-        print(f"{PROG} audit: error: {error}", file=sys.stderr)
+        print(f"{_prog()} audit: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     findings = find_unregistered(model)
     if args.json:
@@ -154,6 +154,11 @@ def _build(target: str) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise _UsageError(NOT_A_MODULE.format(target=target, value=_typename(model)))
     return model
+
+
+def _prog() -> str:
+    """How the user ran it: the ``autoreg`` console script, or ``python -m autoreg``."""
+    return "autoreg" if os.path.basename(sys.argv[0]) == "autoreg" else PROG
 
 
 def _resolve(target: str) -> tuple[object, bool]:
