@@ -338,6 +338,7 @@ def test_a_tensor_first_carried_inside_a_compiled_forward_moves(
     torch._dynamo.reset()
     torch.compile(auto, backend="eager", fullgraph=True)(torch.ones(2, 3))
 
-    assert untracked == [True]
-    assert not carriers
+    # Traced, the assignment can only mark carrying as untracked (where dynamo runs it eagerly
+    # after all, the module is registered as a carrier): either way, .to() finds the tensor.
+    assert untracked == [True] or id(auto) in carriers
     assert auto.double().cache.dtype == torch.float64
