@@ -78,7 +78,10 @@ def apply_carrying(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bo
     to the conversion (``AutoRegisterMixin._apply``). After a carrier started inside compiled
     code (``UNTRACKED``), the tree is walked for them instead.
     """
-    tree = _tree(module) if recurse else (lambda: [module])
+
+    def tree() -> list[nn.Module]:
+        return _tree(module) if recurse else [module]
+
     if UNTRACKED[0]:
         carriers = {id(m): m for m in tree() if carries(m)}
         if not carriers:
@@ -105,12 +108,11 @@ def _call(apply_next: Any, module: nn.Module, fn: _ApplyFn, recurse: bool) -> An
     return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
 
 
-def _tree(root: nn.Module) -> Callable[[], list[nn.Module]]:
-    """The modules of ``root``'s tree, each once (what ``.to()`` recurses into), when called."""
-    return lambda: _walk_tree(root)
+def _tree(root: nn.Module) -> list[nn.Module]:
+    """The modules of ``root``'s tree, each once: what ``.to()`` recurses into.
 
-
-def _walk_tree(root: nn.Module) -> list[nn.Module]:
+    ``root.modules()`` without the prefix strings ``named_modules`` builds for each module.
+    """
     found = [root]
     seen = {id(root)}
     for module in found:

@@ -77,11 +77,7 @@ def assign(module: nn.Module, name: str, value: Any, role: str | None, explicit:
         enforce(module, record, name, value, decision, loose)
 
     action = decision.action
-    if action is Action.REGISTER and CONSTRUCTING in d and "_buffers" in d:
-        register(module, name, value, decision.persistent)  # rows 9 and 10, the common case
-        if record.mode is Mode.REGISTER and not record.framework_code:
-            record.registers[name] = decision.persistent
-    elif action is Action.NN_MODULE:
+    if action is Action.NN_MODULE:
         next_setattr(module, name, value)
     elif action is Action.FRAMEWORK:
         next_setattr(module, name, value)
@@ -124,6 +120,10 @@ def _store(module: nn.Module, name: str, value: Any, action: Action, persistent:
         d[PENDING].add(name)
     else:
         register(module, name, value, persistent)
+        record = record_of(module)
+        if constructing and record.mode is Mode.REGISTER and not record.framework_code:
+            # The next instance's __setattr__ takes this decision inline (rows 9 and 10).
+            record.registers[name] = persistent
 
 
 def _by_framework(record: ClassRecord) -> bool:
