@@ -115,12 +115,12 @@ _REFUSED_BY_BUFFER: Final = Decision(2, Action.PLAIN)
 _REGISTERED: Final = Decision(3, Action.NN_MODULE)
 _FRAMEWORK: Final = Decision(4, Action.FRAMEWORK)
 _PLAIN_DECLARED: Final = Decision(5, Action.PLAIN)
-_NO_SLOT: Final = {
-    True: Decision(6, Action.PLAIN, Concern.NO_SLOT),
+_GRAD: Final = {
+    True: Decision(6, Action.PLAIN, Concern.GRAD_LEAF),
     False: Decision(6, Action.PLAIN),
 }
-_GRAD: Final = {
-    True: Decision(7, Action.PLAIN, Concern.GRAD_LEAF),
+_NO_SLOT: Final = {
+    True: Decision(7, Action.PLAIN, Concern.NO_SLOT),
     False: Decision(7, Action.PLAIN),
 }
 _CONTAINER: Final = Decision(8, Action.CARRY_CONTAINER, Concern.CONTAINER)
