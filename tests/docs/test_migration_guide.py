@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "README.md"  # the guide to run (its "Migrating" section); the only place naming it
 
 ELLIPSIS = "..."

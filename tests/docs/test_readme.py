@@ -10,7 +10,7 @@ import torch
 
 import autoreg
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 DEVICE = "cuda" if torch.cuda.is_available() else "meta"
 
 

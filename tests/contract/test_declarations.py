@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import autoreg
-from tests.annotated_models import Eager
+from tests.contract.annotated_models import Eager
 
 if TYPE_CHECKING:
     from collections import OrderedDict as OnlyForTypeCheckers

@@ -32,8 +32,8 @@ from autoreg._walk import iter_tensors
 from autoreg.testing import assert_no_strays
 from benchmarks import zoo
 from examples import net as net_example
-from tests import forward_zoo
-from tests.forward_zoo import DIM, PATTERNS
+from tests.audit import forward_zoo
+from tests.audit.forward_zoo import DIM, PATTERNS
 
 ZOO_FILE = inspect.getsourcefile(forward_zoo)
 MARKER = re.compile(r"# stray: ([\w, ]+)$")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOT_SOURCES = shutil.ignore_patterns(
     ".git", ".nox", ".ci-venv", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
 )

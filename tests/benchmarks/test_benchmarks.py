@@ -23,7 +23,7 @@ from benchmarks.micro import CASES, MicroResult
 from benchmarks.move import deterministic_algorithms
 from benchmarks.speed import COUNTERS, ForwardResult
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("plain", "hand", "auto")
 MACHINE_KEYS = {
     "device",

@@ -41,7 +41,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from torch import nn
 
 import autoreg
-from tests.contract_model import (
+from tests.contract.contract_model import (
     FIXED,
     KINDS,
     MODULE,

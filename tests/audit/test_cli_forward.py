@@ -14,7 +14,7 @@ import pytest
 
 from autoreg.__main__ import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 MODELS = """\
 import torch

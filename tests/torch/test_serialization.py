@@ -215,3 +215,24 @@ def test_twin_state_dict_loads_into_autoreg_module_and_back() -> None:
     back.load_state_dict(_round_trip(auto.state_dict()))
 
     _assert_bit_exact(back.state_dict(), twin.state_dict())
+
+
+# --- a pickle of an autoreg instance is never taken for one made before the class used autoreg
+class Raw(autoreg.Module):
+    """Stores a tensor around __setattr__ (a property setter or a __dict__ write does that)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.__dict__["raw"] = torch.zeros(2)
+
+
+@pytest.mark.parametrize(
+    "clone",
+    [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
+    ids=["deepcopy", "pickle"],
+)
+def test_a_copy_moves_what_the_original_moves(clone: object) -> None:
+    original = Raw()
+    copied = clone(original)  # type: ignore[operator]
+    assert original.double().raw.dtype == torch.float32  # not autoreg's: stays, as in nn.Module
+    assert copied.double().raw.dtype == torch.float32
