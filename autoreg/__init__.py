@@ -16,10 +16,11 @@ from ._errors import (
     ClassDefinitionError,
     ConfigurationError,
     ExportError,
+    ForwardAuditError,
     NotAModuleError,
     UnregisteredTensorError,
 )
-from ._forward import ForwardAuditError, ForwardFinding, audit_forward
+from ._forward import ForwardFinding, audit_forward
 from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 import torch
 from torch import nn
@@ -58,57 +58,28 @@ from torch.nn.utils.weight_norm import WeightNorm
 from ._carry import registered_tensors
 from ._contract import CARRIED, CONTAINER, MODULE_INTERNALS, OWNED, why_no_buffer_slot
 from ._declarations import Declaration
-from ._errors import NotAModuleError, describe
+from ._errors import NotAModuleError
+from ._messages import (
+    FIX_AUTOGRAD_RESULT,
+    FIX_BUFFER,
+    FIX_CONTAINER,
+    FIX_CONTAINER_OR_CARRY,
+    FIX_CONTAINER_PARAMETERS,
+    FIX_DECLARE,
+    FIX_DEVICE_CACHE,
+    FIX_MODULE_IN_CONTAINER,
+    FIX_NESTED,
+    FIX_NO_SLOT,
+    FIX_PARAMETER,
+    FIX_STRAY_PARAMETER,
+    NOT_A_MODULE,
+    NOT_A_MODULE_CLASS_HINT,
+    describe,
+)
 from ._mixin import AutoRegisterMixin
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
 __all__ = ["Finding", "find_unregistered", "register_tensors"]
-
-
-NOT_A_MODULE: Final = """\
-{function}() takes an nn.Module instance, got {value}.{hint}"""
-
-NOT_A_MODULE_CLASS_HINT: Final = """
-Pass an instance, not the class: {function}({cls}(...))"""
-
-# --- the fix each finding suggests, one line each, shown in the audit's table ------------------
-
-FIX_BUFFER: Final = (
-    "subclass autoreg.Module or register_buffer('{name}', ..., persistent=False); "
-    "third-party class: autoreg.register_tensors"
-)
-FIX_DECLARE: Final = "annotate `{name}: torch.Tensor` in {cls}, or register_buffer('{name}', ...)"
-FIX_NO_SLOT: Final = (
-    "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
-)
-FIX_PARAMETER: Final = (
-    "nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .detach()"
-)
-FIX_STRAY_PARAMETER: Final = (
-    "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
-)
-FIX_AUTOGRAD_RESULT: Final = (
-    "an autograd result (e.g. an activation kept from forward): .to() leaves it until replaced; "
-    "keep .detach() (autoreg carries it) or do not keep it"
-)
-FIX_CONTAINER: Final = "autoreg.{container}(...): buffers that move"
-FIX_CONTAINER_OR_CARRY: Final = (
-    "autoreg.{container}(...), or subclass autoreg.Module (it carries the {kind})"
-)
-FIX_NESTED: Final = (
-    "subclass autoreg.Module (it carries nested containers), or one buffer per tensor"
-)
-FIX_DEVICE_CACHE: Final = (
-    "a per-device cache: .to(dtype) leaves its entries in their old dtype and the model reads "
-    "them; empty it in {cls}._apply (as timm's levit does), or do not cache"
-)
-FIX_MODULE_IN_CONTAINER: Final = (
-    "nn.{container}: a module in a plain {kind} is invisible to .to(), state_dict() and "
-    "parameters()"
-)
-FIX_CONTAINER_PARAMETERS: Final = (
-    "nn.{container} if these are weights to train; if not, .detach() them"
-)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -10,13 +10,8 @@ from __future__ import annotations
 import enum
 import os
 
-from ._errors import (
-    BAD_MODE,
-    KEYWORD_NOT_BOOL,
-    STRICT_AND_WARN,
-    ClassDefinitionError,
-    ConfigurationError,
-)
+from ._errors import ClassDefinitionError, ConfigurationError
+from ._messages import BAD_MODE, KEYWORD_NOT_BOOL, STRICT_AND_WARN
 
 __all__ = ["ENV_VAR", "Mode", "check_bool", "environment_mode", "keyword_mode"]
 

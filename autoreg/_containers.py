@@ -35,38 +35,20 @@ import torch
 from torch import nn
 
 from ._contract import why_no_buffer_slot
-from ._errors import BufferKeyError, BufferTypeError, describe
+from ._errors import BufferKeyError, BufferTypeError
+from ._messages import (
+    A_PARAMETER,
+    KEY_NOT_A_NAME,
+    KEY_NOT_A_STRING,
+    NOT_A_TENSOR,
+    NOT_AN_ITERABLE_OF_TENSORS,
+    PERSISTENCE_CLASH,
+    describe,
+)
 
 __all__ = ["BufferDict", "BufferList"]
 
 _PERSISTENT: Final = "_autoreg_persistent"  # instance key; '_autoreg_' names cannot be buffer keys
-
-
-NOT_A_TENSOR: Final = """\
-cannot put {value} into {cls} at {where}: a {cls} holds tensors only.
-Use nn.ModuleList / nn.ModuleDict for modules; keep other values in a plain attribute."""
-
-A_PARAMETER: Final = """\
-cannot put {value} into {cls} at {where}: it is an nn.Parameter, and a buffer is not trained.
-Use nn.ParameterList / nn.ParameterDict for weights to train, or put param.detach() for a copy \
-that is not."""
-
-PERSISTENCE_CLASH: Final = """\
-cannot put nn.Buffer(..., persistent={given}) into {cls} at {where}: this {cls} was created with \
-persistent={own}, which applies to every entry.
-Put the plain tensor, or create the container with {cls}(..., persistent={given})."""
-
-NOT_AN_ITERABLE_OF_TENSORS: Final = """\
-{cls}.{method}() takes an iterable of tensors, got {value}.
-To add one tensor, use {cls}.append(tensor)."""
-
-KEY_NOT_A_STRING: Final = """\
-BufferDict keys are strings (each names a buffer in state_dict), got {key!r} of type \
-'{type}'. Use str(key)."""
-
-KEY_NOT_A_NAME: Final = """\
-BufferDict key {key!r} cannot name a buffer: {key!r} {where}.
-Use another key."""
 
 
 def _checked(container: nn.Module, where: str, value: object) -> torch.Tensor:

@@ -38,15 +38,14 @@ from torch import nn
 
 from ._config import Mode
 from ._declarations import Declaration
-from ._errors import (
+from ._errors import AutoRegisterWarning, UnregisteredTensorError
+from ._messages import (
     GRAD_LEAF,
     NO_BUFFER_SLOT,
     STRICT_CONTAINER,
     STRICT_UNDECLARED,
     WARN_CONTAINER,
     WARN_UNDECLARED,
-    AutoRegisterWarning,
-    UnregisteredTensorError,
     describe,
 )
 from ._record import CONSTRUCTING, ClassRecord

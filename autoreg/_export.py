@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._errors import NEW_NAME_DURING_EXPORT, ExportError, describe
+from ._errors import ExportError
+from ._messages import NEW_NAME_DURING_EXPORT, describe
 from ._walk import iter_tensors
 
 __all__ = ["refuse_while_exporting"]

@@ -69,7 +69,24 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ._audit import Finding, find_unregistered
-from ._errors import AutoRegisterError, NotAModuleError, describe
+from ._errors import ForwardAuditError, NotAModuleError
+from ._messages import (
+    CANNOT_COPY,
+    CANNOT_COPY_INPUTS,
+    FIX_ATTRIBUTE,
+    FIX_COPIED_BACK,
+    FIX_CREATED,
+    FIX_ENTERED,
+    FIX_PROMOTES,
+    FIX_RAISES,
+    FIX_RANDOM,
+    FIX_RANDOM_LIKE,
+    FORWARD_RAISED,
+    LOW_PRECISION_RAISED,
+    NOT_A_MODULE,
+    brief,
+    describe,
+)
 from ._walk import map_tensors
 
 __all__ = ["ForwardAuditError", "ForwardFinding", "audit_forward", "format_forward"]
@@ -81,40 +98,6 @@ Kind = Literal["device", "dtype"]
 _V = TypeVar("_V")
 
 # --- the fix each finding suggests ---------------------------------------------------------------
-
-FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
-FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
-FIX_CREATED: Final = (
-    "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
-    "(autoreg.Module registers it)"
-)
-FIX_ENTERED: Final = (
-    "made before forward (a global, a closure, a config, numpy): make it a buffer in __init__ "
-    "(autoreg.Module registers it), or .to({ref}) here"
-)
-FIX_COPIED_BACK: Final = "keep it on the device: no .cpu() / .numpy() round trip, or .to({ref})"
-FIX_ATTRIBUTE: Final = "{path} is a plain attribute .to() leaves behind: {fix}"
-FIX_PROMOTES: Final = (
-    "dtype={ref}.dtype (or .to({ref})): this {stray} tensor turns {op} on {low} into {result}"
-)
-FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
-
-NOT_A_MODULE: Final = "audit_forward() takes an nn.Module instance, got {value}."
-CANNOT_COPY: Final = """\
-audit_forward() cannot deep-copy {cls}: {error}
-The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
-(copy.deepcopy)."""
-CANNOT_COPY_INPUTS: Final = """\
-audit_forward() cannot deep-copy the inputs: {error}
-The audit runs on copies, so that the inputs given are left as they were."""
-FORWARD_RAISED: Final = """\
-the forward of {cls} raised on the meta device, at {where}: {error}
-The audit runs one forward on meta, which has no values: an operation meta cannot run \
-(nonzero, a shape that depends on values) stops it. {found}"""
-LOW_PRECISION_RAISED: Final = """\
-the forward of {cls} raised once converted to {low}, at {where}: {error}
-If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \
-{found}"""
 
 # --- CUDA's rules: the arguments that take a CPU tensor next to device tensors -------------------
 
@@ -218,16 +201,6 @@ class ForwardFinding:
         }
 
 
-class ForwardAuditError(AutoRegisterError, RuntimeError):
-    """The forward pass could not run to its end on the stand-in device; ``findings`` so far."""
-
-    __module__ = "autoreg"
-
-    def __init__(self, message: str, findings: list[ForwardFinding]) -> None:
-        super().__init__(message)
-        self.findings = findings
-
-
 def audit_forward(
     model: nn.Module,
     /,
@@ -246,7 +219,9 @@ def audit_forward(
     the forward cannot run to its end on the meta device.
     """
     if not isinstance(model, nn.Module):
-        raise NotAModuleError(NOT_A_MODULE.format(value=describe(model)))
+        raise NotAModuleError(
+            NOT_A_MODULE.format(function="audit_forward", value=describe(model), hint="")
+        )
     findings: dict[tuple[str, str, int], ForwardFinding] = {}
     with _rng_kept():
         _run(model, args, kwargs, None, backward, findings)
@@ -783,7 +758,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             op=op,
             op_filename=op_filename,
             op_lineno=op_lineno,
-            tensor=_describe(tensor),
+            tensor=brief(tensor),
             entered=site.entered,
             fix=fix,
         )
@@ -907,11 +882,6 @@ def _target_device(kwargs: dict[str, Any], tensor: torch.Tensor) -> torch.device
 
 def _dtype_name(dtype: torch.dtype | None) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def _describe(tensor: torch.Tensor) -> str:
-    """``float32[2, 3] cpu``: the style of ``python -m autoreg audit``'s table."""
-    return f"{_dtype_name(tensor.dtype)}{list(tensor.shape)} {tensor.device}"
 
 
 def _short(filename: str) -> str:

@@ -21,13 +21,8 @@ from torch import nn
 
 from ._config import Mode, check_bool, environment_mode
 from ._declarations import Declaration, read_declarations
-from ._errors import (
-    MIXIN_AFTER_MODULE,
-    MIXIN_WITHOUT_MODULE,
-    STRICT_AND_WARN,
-    UNKNOWN_KEYWORD,
-    ClassDefinitionError,
-)
+from ._errors import ClassDefinitionError
+from ._messages import MIXIN_AFTER_MODULE, MIXIN_WITHOUT_MODULE, STRICT_AND_WARN, UNKNOWN_KEYWORD
 
 __all__ = [
     "CONSTRUCTING",

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .__main__ import report_text  # the command line's tables
 from ._audit import find_unregistered
 from ._forward import LOW_PRECISION, audit_forward
+from ._report import report_text  # the command line's tables
 
 __all__ = ["assert_no_strays"]
 

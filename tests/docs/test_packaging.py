@@ -99,7 +99,7 @@ def test_the_wheel_holds_the_package_its_metadata_and_the_console_script(dist: P
     assert metadata["Name"] == "torch-autoreg"
     assert metadata["Requires-Python"] == ">=3.11"
     assert "torch>=2.5" in metadata.get_all("Requires-Dist")
-    assert "autoreg = autoreg.__main__:main" in entry_points
+    assert "autoreg = autoreg._cli:main" in entry_points
 
 
 def test_the_installed_wheel_imports_from_the_venv(installed: Path, tmp_path: Path) -> None:

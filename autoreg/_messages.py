@@ -1,0 +1,290 @@
+"""Every message autoreg shows, in one place: errors, warnings, fixes and the command line's text.
+
+Each is a module-level template, asserted whole by the tests. Every message about an assignment
+names ``Class.attribute``, describes the offending value (``describe``) and shows the fix; tables
+describe a tensor briefly (``brief``: ``float32[2, 3] cpu``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import torch
+
+# --- describing values ---------------------------------------------------------------------------
+
+
+def describe(value: Any) -> str:
+    """``Tensor(shape=(4, 4), dtype=torch.float32, device='cpu')``; a non-tensor's type name."""
+    if isinstance(value, torch.Tensor):
+        grad = ", requires_grad=True" if value.requires_grad else ""
+        return (
+            f"{type(value).__name__}(shape={tuple(value.shape)}, dtype={value.dtype}, "
+            f"device='{value.device}'{grad})"
+        )
+    return f"'{torch.typename(value)}'"
+
+
+def brief(tensor: torch.Tensor) -> str:
+    """``float32[16, 16] cpu``, with ``, requires grad`` when it does: a tensor in a table."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    text = f"{dtype}{list(tensor.shape)} {tensor.device}"
+    return text + ", requires grad" if tensor.requires_grad else text
+
+
+# --- class definition (class keywords) -----------------------------------------------------------
+
+MIXIN_AFTER_MODULE: Final = """\
+class {cls} lists nn.Module before autoreg.AutoRegisterMixin in its bases, so \
+nn.Module.__setattr__ runs first and the mixin never sees an assignment.
+Put the mixin first:
+    class {cls}(autoreg.AutoRegisterMixin, {bases}): ..."""
+
+MIXIN_WITHOUT_MODULE: Final = """\
+class {cls} uses autoreg.AutoRegisterMixin but is not an nn.Module subclass.
+Mix it into a module class, before it:
+    class {cls}(autoreg.AutoRegisterMixin, nn.Module): ...
+or subclass autoreg.Module, which is exactly that."""
+
+UNKNOWN_KEYWORD: Final = """\
+class {cls} got the unknown class keyword(s) {names}.
+autoreg's class keywords are persistent=, strict= and warn=, each True or False:
+    class {cls}(autoreg.Module, persistent=True): ..."""
+
+KEYWORD_NOT_BOOL: Final = """\
+class {cls}: the class keyword {keyword}= must be True or False, got {value!r}."""
+
+STRICT_AND_WARN: Final = """\
+class {cls} sets both strict=True and warn=True; choose one.
+strict=True raises on every undeclared tensor; warn=True registers it and warns once."""
+
+BAD_MODE: Final = """\
+AUTOREG_MODE={value!r} is not a mode autoreg knows.
+Valid values: {valid}. Leave it unset (or empty) to use each class's own keywords; \
+the default is 'register'."""
+
+# --- assignments (strict and warn mode) ----------------------------------------------------------
+
+_FIXES: Final = """\
+Make it explicit, whichever fits (annotations go in the class body):
+    {default:<29}{name}: torch.Tensor
+    a buffer in state_dict:      {name}: autoreg.Persistent
+    a buffer not in state_dict:  {name}: autoreg.NonPersistent
+    registered by hand:          self.{name} = nn.Buffer(value, persistent=False)
+    a weight to train:           self.{name} = nn.Parameter(value)
+    never registered or moved:   {name}: autoreg.Plain"""
+
+STRICT_UNDECLARED: Final = (
+    """\
+cannot assign {value} to {cls}.{name}: {cls} is strict ({why}) and '{name}' is not declared.
+Without strict, autoreg would {action}.
+"""
+    + _FIXES
+)
+
+WARN_UNDECLARED: Final = (
+    """\
+{cls}.{name} = {value} was {action_past}.
+"""
+    + _FIXES
+)
+
+GRAD_LEAF: Final = """\
+{cls}.{name} = {value} is a leaf tensor that requires grad: it stays a plain attribute, as in \
+nn.Module, so .to() and the optimizer never see it.
+If it is a weight to train, wrap it: self.{name} = nn.Parameter(value); if it is not, detach it \
+or create it with requires_grad=False; to keep it as it is, annotate {name}: autoreg.Plain."""
+
+NO_BUFFER_SLOT: Final = """\
+{value} assigned to {cls}.{name} cannot become a buffer: '{name}' {where}, so .to() will leave \
+it behind.
+Rename the attribute, or move the class-level value into __init__; to keep it as it is, annotate \
+{name}: autoreg.Plain."""
+
+STRICT_CONTAINER: Final = """\
+cannot assign a {kind} holding {count} unregistered tensor(s) to {cls}.{name}: {cls} is strict \
+({why}).
+For example {example}. Without strict, autoreg would carry the {kind}: its tensors move with .to() \
+but are not in state_dict.
+Make it explicit, whichever fits:
+    self.{name} = autoreg.BufferList([...])   # or autoreg.BufferDict({{...}}): buffers that move
+    self.register_buffer("...", tensor)       # one buffer per tensor
+    {name}: autoreg.Plain                     # never moved"""
+
+WARN_CONTAINER: Final = """\
+{cls}.{name} is a {kind} holding {count} unregistered tensor(s), e.g. {example}; autoreg carries \
+it: its tensors move with .to() but are not in state_dict.
+Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move; with \
+persistent=True, saved in state_dict), or annotate {name}: autoreg.Plain to keep it where it \
+is."""
+
+# --- torch.export --------------------------------------------------------------------------------
+
+NEW_NAME_DURING_EXPORT: Final = """\
+cannot {action} {cls}.{name} = {value} while non-strict torch.export traces forward: export \
+restores the attributes the module had before tracing, not new ones, so '{name}' would keep a \
+fake tensor and the module would compute with it afterwards.
+Create '{name}' before exporting, whichever fits:
+    self.{name} = torch.zeros(...)   # in __init__: a buffer; export records its updates
+    module(example_input)            # run it once: '{name}' then exists and export restores it
+or export with torch.export.export(..., strict=True), which leaves the module untouched."""
+
+# --- BufferList and BufferDict -------------------------------------------------------------------
+
+NOT_A_TENSOR: Final = """\
+cannot put {value} into {cls} at {where}: a {cls} holds tensors only.
+Use nn.ModuleList / nn.ModuleDict for modules; keep other values in a plain attribute."""
+
+A_PARAMETER: Final = """\
+cannot put {value} into {cls} at {where}: it is an nn.Parameter, and a buffer is not trained.
+Use nn.ParameterList / nn.ParameterDict for weights to train, or put param.detach() for a copy \
+that is not."""
+
+PERSISTENCE_CLASH: Final = """\
+cannot put nn.Buffer(..., persistent={given}) into {cls} at {where}: this {cls} was created with \
+persistent={own}, which applies to every entry.
+Put the plain tensor, or create the container with {cls}(..., persistent={given})."""
+
+NOT_AN_ITERABLE_OF_TENSORS: Final = """\
+{cls}.{method}() takes an iterable of tensors, got {value}.
+To add one tensor, use {cls}.append(tensor)."""
+
+KEY_NOT_A_STRING: Final = """\
+BufferDict keys are strings (each names a buffer in state_dict), got {key!r} of type \
+'{type}'. Use str(key)."""
+
+KEY_NOT_A_NAME: Final = """\
+BufferDict key {key!r} cannot name a buffer: {key!r} {where}.
+Use another key."""
+
+# --- find_unregistered: the fix each finding suggests, one line each -----------------------------
+
+NOT_A_MODULE: Final = """\
+{function}() takes an nn.Module instance, got {value}.{hint}"""
+
+NOT_A_MODULE_CLASS_HINT: Final = """
+Pass an instance, not the class: {function}({cls}(...))"""
+
+FIX_BUFFER: Final = (
+    "subclass autoreg.Module or register_buffer('{name}', ..., persistent=False); "
+    "third-party class: autoreg.register_tensors"
+)
+
+FIX_DECLARE: Final = "annotate `{name}: torch.Tensor` in {cls}, or register_buffer('{name}', ...)"
+
+FIX_NO_SLOT: Final = (
+    "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
+)
+
+FIX_PARAMETER: Final = (
+    "nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .detach()"
+)
+
+FIX_STRAY_PARAMETER: Final = (
+    "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
+)
+
+FIX_AUTOGRAD_RESULT: Final = (
+    "an autograd result (e.g. an activation kept from forward): .to() leaves it until replaced; "
+    "keep .detach() (autoreg carries it) or do not keep it"
+)
+
+FIX_CONTAINER: Final = "autoreg.{container}(...): buffers that move"
+
+FIX_CONTAINER_OR_CARRY: Final = (
+    "autoreg.{container}(...), or subclass autoreg.Module (it carries the {kind})"
+)
+
+FIX_NESTED: Final = (
+    "subclass autoreg.Module (it carries nested containers), or one buffer per tensor"
+)
+
+FIX_DEVICE_CACHE: Final = (
+    "a per-device cache: .to(dtype) leaves its entries in their old dtype and the model reads "
+    "them; empty it in {cls}._apply (as timm's levit does), or do not cache"
+)
+
+FIX_MODULE_IN_CONTAINER: Final = (
+    "nn.{container}: a module in a plain {kind} is invisible to .to(), state_dict() and "
+    "parameters()"
+)
+
+FIX_CONTAINER_PARAMETERS: Final = (
+    "nn.{container} if these are weights to train; if not, .detach() them"
+)
+
+# --- audit_forward: the fix each finding suggests, and why a pass stops --------------------------
+
+FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
+
+FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
+
+FIX_CREATED: Final = (
+    "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
+    "(autoreg.Module registers it)"
+)
+
+FIX_ENTERED: Final = (
+    "made before forward (a global, a closure, a config, numpy): make it a buffer in __init__ "
+    "(autoreg.Module registers it), or .to({ref}) here"
+)
+
+FIX_COPIED_BACK: Final = "keep it on the device: no .cpu() / .numpy() round trip, or .to({ref})"
+
+FIX_ATTRIBUTE: Final = "{path} is a plain attribute .to() leaves behind: {fix}"
+
+FIX_PROMOTES: Final = (
+    "dtype={ref}.dtype (or .to({ref})): this {stray} tensor turns {op} on {low} into {result}"
+)
+
+FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
+
+CANNOT_COPY: Final = """\
+audit_forward() cannot deep-copy {cls}: {error}
+The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
+(copy.deepcopy)."""
+
+CANNOT_COPY_INPUTS: Final = """\
+audit_forward() cannot deep-copy the inputs: {error}
+The audit runs on copies, so that the inputs given are left as they were."""
+
+FORWARD_RAISED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: an operation meta cannot run \
+(nonzero, a shape that depends on values) stops it. {found}"""
+
+LOW_PRECISION_RAISED: Final = """\
+the forward of {cls} raised once converted to {low}, at {where}: {error}
+If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \
+{found}"""
+
+# --- the command line ----------------------------------------------------------------------------
+
+MALFORMED: Final = """\
+{target!r} is not a target: write package.module:factory, e.g. \
+python -m autoreg audit my_project.model:build"""
+
+NO_MODULE: Final = "cannot import {module!r}: {error} (is it importable from {cwd}?)"
+
+IMPORT_RAISED: Final = "importing {module!r} raised {error}"
+
+NO_NAME: Final = "{owner} has no attribute {name!r}"
+
+NOT_CALLABLE: Final = (
+    "{target} is {value}: expected a module class or a function returning a module"
+)
+
+FACTORY_RAISED: Final = "{target}() raised {error}"
+
+NOT_A_FORWARD: Final = (
+    "{target}{called} {value}: with --forward, expected (model, args) or (model, args, kwargs), "
+    "e.g. return Net(), (torch.ones(2, 3),)"
+)
+
+FORWARD_FAILED: Final = "cannot audit the forward of {target}: {error}"
+
+CLEAN: Final = "Nothing in {cls} would be left behind by .to()."
+
+SUMMARY: Final = "{count} {tensors} in {cls} would be left behind by .to()."
+
+FACTORY_NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
