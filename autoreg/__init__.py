@@ -21,8 +21,8 @@ from ._errors import (
     UnregisteredTensorError,
 )
 from ._forward import ForwardFinding, audit_forward
-from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
+from ._reset import reset_buffers
 
 __version__ = "0.1.0"
 

@@ -55,8 +55,8 @@ from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
-from ._carry import registered_tensors
-from ._contract import CARRIED, CONTAINER, MODULE_INTERNALS, OWNED, why_no_buffer_slot
+from ._carry import carried, registered_tensors
+from ._contract import why_no_buffer_slot
 from ._declarations import Declaration
 from ._errors import NotAModuleError
 from ._messages import (
@@ -65,8 +65,8 @@ from ._messages import (
     FIX_CONTAINER,
     FIX_CONTAINER_OR_CARRY,
     FIX_CONTAINER_PARAMETERS,
-    FIX_DECLARE,
     FIX_DEVICE_CACHE,
+    FIX_FRAMEWORK,
     FIX_MODULE_IN_CONTAINER,
     FIX_NESTED,
     FIX_NO_SLOT,
@@ -77,6 +77,7 @@ from ._messages import (
     describe,
 )
 from ._mixin import AutoRegisterMixin
+from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
 __all__ = ["Finding", "find_unregistered", "register_tensors"]
@@ -168,16 +169,15 @@ def _audit(
     """
     reported = {id(finding.tensor) for finding in findings}
     for prefix, sub in root.named_modules(prefix=base):
-        owned = _owned(sub)
         for name, value in _candidates(sub):
             if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
-            # autoreg's _apply converts what it carries, except tensors that require grad.
-            carried = reached and owned.get(name) in (CARRIED, CONTAINER)
+            # autoreg's _apply converts what it carries, except leaves that require grad.
+            moves = reached and _carried_by_autoreg(sub, name, value)
             for path, tensor in iter_tensors(value, _join(prefix, name)):
                 if id(tensor) in registered or id(tensor) in reported:
                     continue
-                if carried and not tensor.requires_grad:
+                if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
@@ -229,13 +229,12 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
     _check_module(module, "register_tensors")
     registered: list[str] = []
     for prefix, sub in module.named_modules():
-        owned = _owned(sub)
         for name, value in _candidates(sub):
             if (
                 not isinstance(value, torch.Tensor)
                 or isinstance(value, nn.Parameter)
                 or value.requires_grad
-                or name in owned
+                or _carried_by_autoreg(sub, name, value)
                 or why_no_buffer_slot(type(sub), name) is not None
             ):
                 continue
@@ -265,16 +264,13 @@ def _check_module(module: object, function: str) -> None:
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
 
 
-def _owned(module: nn.Module) -> dict[str, str]:
-    """The names autoreg owns on ``module``, from its record; ``{}`` if its class is not autoreg's.
+def _carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
+    """Whether ``module.name`` holds ``value`` that an autoreg module's ``.to()`` converts.
 
-    An instance pickled from an autoreg class and unpickled after the class went back to
-    ``nn.Module`` keeps ``_autoreg_owned`` in its ``__dict__``, but nothing carries its tensors.
+    Only instances of autoreg classes carry: an instance unpickled after its class went back to
+    ``nn.Module`` keeps autoreg's keys in its ``__dict__``, but nothing converts its tensors.
     """
-    if not isinstance(module, AutoRegisterMixin):
-        return {}
-    owned: dict[str, str] = module.__dict__.get(OWNED) or {}
-    return owned
+    return isinstance(module, AutoRegisterMixin) and carried(module, name, value)
 
 
 def _is_device_cache(value: object) -> bool:
@@ -338,7 +334,7 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
         if where is not None:
             return FIX_NO_SLOT.format(name=name, where=where)
         if isinstance(module, AutoRegisterMixin):
-            return FIX_DECLARE.format(name=name, cls=cls)
+            return FIX_FRAMEWORK.format(cls=cls)
         return FIX_BUFFER.format(name=name)
     if _is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)

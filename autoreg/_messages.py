@@ -118,6 +118,12 @@ Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move
 persistent=True, saved in state_dict), or annotate {name}: autoreg.Plain to keep it where it \
 is."""
 
+NOT_CONVERTED: Final = """\
+{cls}.{name} = {value} could not be converted by .to() ({error}); it was left as it was, as \
+nn.Module leaves every plain attribute.
+A tensor stored inside torch.func.vmap or grad is a wrapper that dies with the transform: do not \
+keep it on the module, or keep it detached from the transform."""
+
 # --- torch.export --------------------------------------------------------------------------------
 
 NEW_NAME_DURING_EXPORT: Final = """\
@@ -170,7 +176,10 @@ FIX_BUFFER: Final = (
     "third-party class: autoreg.register_tensors"
 )
 
-FIX_DECLARE: Final = "annotate `{name}: torch.Tensor` in {cls}, or register_buffer('{name}', ...)"
+FIX_FRAMEWORK: Final = (
+    "kept by the code of a base class without autoreg (nn.Module's rules, row 4): convert it "
+    "where it is used, or assign it from {cls}'s own code"
+)
 
 FIX_NO_SLOT: Final = (
     "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
