@@ -18,6 +18,11 @@ def describe(value: Any) -> str:
     """``Tensor(shape=(4, 4), dtype=torch.float32, device='cpu')``; a non-tensor's type name."""
     if isinstance(value, torch.Tensor):
         grad = ", requires_grad=True" if value.requires_grad else ""
+        if value.is_nested:  # no single shape
+            return (
+                f"NestedTensor({value.size(0)} tensors, dtype={value.dtype}, "
+                f"device='{value.device}'{grad})"
+            )
         return (
             f"{type(value).__name__}(shape={tuple(value.shape)}, dtype={value.dtype}, "
             f"device='{value.device}'{grad})"
@@ -28,7 +33,8 @@ def describe(value: Any) -> str:
 def brief(tensor: torch.Tensor) -> str:
     """``float32[16, 16] cpu``, with ``, requires grad`` when it does: a tensor in a table."""
     dtype = str(tensor.dtype).removeprefix("torch.")
-    text = f"{dtype}{list(tensor.shape)} {tensor.device}"
+    shape = f"nested({tensor.size(0)})" if tensor.is_nested else str(list(tensor.shape))
+    text = f"{dtype}{shape} {tensor.device}"
     return text + ", requires grad" if tensor.requires_grad else text
 
 

@@ -60,15 +60,16 @@ def reset_buffers(module: nn.Module, *, recurse: bool = True) -> list[str]:
 
     ``recurse=False`` resets ``module`` alone: the call to make from a framework's per-module
     initialisation hook (transformers' ``_init_weights(module)``). Modules are visited in
-    ``module.named_modules()`` order (a module before its children, a shared module once), and the
-    names returned are those of ``named_modules()`` (``""`` for ``module`` itself). Each call runs under ``torch.no_grad()`` (derived constants track no gradient) and
-    under ``torch.device(d)``: ``d`` is the device of the module's first parameter or buffer that
-    is not on the meta device, else of its submodules', else its nearest ancestor's device. Meta
+    ``module.named_modules()`` order (a module before its children, a shared module once), and
+    the names returned are those of ``named_modules()`` (``""`` for ``module`` itself). Each
+    call runs under ``torch.no_grad()`` (derived constants track no gradient) and under
+    ``torch.device(d)``: ``d`` is the device of the module's first parameter or buffer that is
+    not on the meta device, else of its submodules', else its nearest ancestor's device. Meta
     tensors are placeholders - after ``load_state_dict(..., assign=True)`` the non-persistent
     buffers are still on meta - so ``d`` is ``meta`` only for a module whose tensors all are.
-    Afterwards each floating buffer of the module, and each floating tensor it carries, gets back
-    the floating dtype it had before the call, and each that was not on meta the device it was on
-    (see the module docstring).
+    Afterwards each floating buffer of the module, and each floating tensor it carries, gets
+    back the floating dtype it had before the call, and each that was not on meta the device it
+    was on (see the module docstring).
     """
     reset: list[str] = []
     devices: dict[str, torch.device | None] = {}

@@ -113,3 +113,13 @@ def test_a_refused_assignment_leaves_the_name_as_it_was() -> None:
         module.empty = torch.zeros(1)
     assert module.empty == []
     assert role(module, "empty") == "plain"  # nothing in it to move
+
+
+def test_a_non_tensor_for_a_declared_buffer_raises_as_in_nn_module() -> None:
+    """Row 2 releases a buffer autoreg guessed; a declared name is a buffer by the class's own
+    statement, so a string for it raises nn.Module's TypeError (strict mode let it replace the
+    buffer silently)."""
+    module = Strict()
+    with pytest.raises(TypeError, match=r"cannot assign 'str' as buffer 'declared'"):
+        module.declared = "oops"
+    assert "declared" in module._buffers

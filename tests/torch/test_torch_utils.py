@@ -371,3 +371,15 @@ def test_global_buffer_hook_sees_declared_and_reassigned_not_carried(
     twin.scale = torch.zeros(3)
 
     assert auto_calls == hook_calls == [("Net", "late"), ("Net", "scale")]
+
+
+def test_functional_call_over_a_carried_tensor_with_a_weight_says_nothing() -> None:
+    """torch's temporary swap of a carried tensor for one that requires grad is torch's, not a
+    weight the model forgot to wrap: no warning (it once warned as row 6 did at any time)."""
+    auto, _ = _pair()
+    x = torch.randn(2, 3)
+    offset = torch.full((3,), 2.0, requires_grad=True)
+    out = functional_call(auto, {"offset": offset}, (x,))  # warnings are errors in this suite
+    out.sum().backward()
+    assert offset.grad is not None
+    assert role(auto, "offset") == "carried"
