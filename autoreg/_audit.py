@@ -10,11 +10,10 @@ list, tuple and dict attributes (walked by ``_walk.iter_tensors``, so the audit 
 that reaches it, in ``named_modules()`` order. Not findings:
 
 - parameters and buffers of any module in the tree, wherever else they are referenced;
-- what an autoreg module carries (roles "carried" and "container" in ``_autoreg_owned``): its
-  ``_apply`` converts those tensors - except the ones that require grad, which it leaves, so
-  those are findings. The record is trusted only on an instance of an autoreg class: an instance
-  unpickled after its class went back to ``nn.Module`` keeps a stale ``_autoreg_owned`` that no
-  ``_apply`` acts on any more;
+- what an autoreg module carries (``_carry.carried``: what its ``.to()`` converts), except
+  weights (leaves that require grad), which it leaves, so those are findings. Only instances of
+  autoreg classes carry: one unpickled after its class went back to ``nn.Module`` keeps autoreg's
+  keys, but nothing converts its tensors;
 - a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
   whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
   the model fills it in an eval forward and looks entries up by the device it runs on, and its

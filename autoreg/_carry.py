@@ -37,7 +37,7 @@ from ._contract import TENSORS, Kind, decide, kind_of, situation
 from ._errors import AutoRegisterWarning
 from ._messages import NOT_CONVERTED, describe
 from ._record import ClassRecord
-from ._state import MODULE_INTERNALS, OWNED
+from ._state import MODULE_INTERNALS, OWN_KEYS, ROLE
 from ._walk import iter_tensors, map_tensors
 
 __all__ = ["apply", "carried", "carried_values", "loose_tensors", "registered_tensors"]
@@ -50,9 +50,7 @@ def carried(module: nn.Module, name: str, value: object) -> bool:
     """Whether ``.to()`` converts ``value``, held in ``module.__dict__[name]``."""
     record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
     d = module.__dict__
-    roles = d.get(OWNED)
-    role = roles.get(name) if roles is not None else None
-    s = situation(record, d, name, value, role, compiling=False)
+    s = situation(record, d, name, value, d.get(ROLE + name), compiling=False)
     return decide(record, s, compiling=False).moves
 
 
@@ -60,7 +58,7 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
     """The values ``module`` (an autoreg instance) carries, by name."""
     found: dict[str, Any] = {}
     for name, value in module.__dict__.items():
-        if name in MODULE_INTERNALS or name.startswith("_autoreg_"):
+        if name in MODULE_INTERNALS or name.startswith(OWN_KEYS):
             continue
         kind = kind_of(value)
         if (kind in TENSORS or kind is Kind.CONTAINER) and carried(module, name, value):

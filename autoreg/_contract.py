@@ -41,7 +41,7 @@ from torch import nn
 
 from ._declarations import Declaration
 from ._record import ClassRecord
-from ._state import BUFFER, CONSTRUCTING, FRAMEWORK, MODULE_INTERNALS
+from ._state import BUFFER, CONSTRUCTING, FRAMEWORK, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -94,7 +94,7 @@ class Situation(NamedTuple):
 
     name: str
     kind: Kind
-    role: str | None  # OWNED[name]
+    role: str | None  # the name's role (``_state.ROLE``)
     registry: Registry | None
     constructing: bool
     # For a tensor or container under a name nn.Module does not register (else None / False):
@@ -226,10 +226,9 @@ def situation(
                 name + "_v" in parameters and name + "_g" in parameters
             )
     constructing = registry is Registry.UNBUILT or CONSTRUCTING in d
-    return _SITUATION(Situation, (name, kind, role, registry, constructing, slot, derived))
+    return Situation(name, kind, role, registry, constructing, slot, derived)
 
 
-_SITUATION: Final = tuple.__new__  # builds a Situation without the Python-level __new__
 _HELD: Final = frozenset({Kind.TENSOR, Kind.GRAD_LEAF, Kind.GRAD_RESULT, Kind.CONTAINER})
 
 
@@ -280,7 +279,7 @@ def slot_kind(namespaces: Iterable[Mapping[str, Any]], name: str) -> str | None:
         return "empty"
     if "." in name:
         return "dotted"
-    if name in MODULE_INTERNALS or name.startswith("_autoreg_"):
+    if name in MODULE_INTERNALS or name.startswith(OWN_KEYS):
         return "internal"
     for namespace in namespaces:
         if name in namespace:

@@ -24,9 +24,9 @@ from ._carry import carried
 from ._contract import Action, Decision, Kind, Registry, Situation
 from ._export import refuse_while_exporting
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, OWNED, PENDING
+from ._state import BUFFER, MODEL, PENDING, ROLE
 
-__all__ = ["execute", "next_setattr", "owned", "register", "take_over"]
+__all__ = ["execute", "next_setattr", "register", "take_over"]
 
 _BUFFER_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_buffer_registration_hooks", {}
@@ -73,7 +73,7 @@ def execute(
         _explicit(module, record, s, value)
     else:  # Action.RELEASE
         d = module.__dict__
-        del d[OWNED][s.name]
+        _give_up(module, record, s.name)
         del d["_buffers"][s.name]
         d["_non_persistent_buffers_set"].discard(s.name)
         module.__setattr__(s.name, value)  # afresh: the name holds nothing now
@@ -81,10 +81,9 @@ def execute(
 
 def _explicit(module: nn.Module, record: ClassRecord, s: Situation, value: Any) -> None:
     """Row 1: nn.Module's behaviour, after autoreg gives the name up."""
+    if s.role == BUFFER:
+        _give_up(module, record, s.name)
     d = module.__dict__
-    roles = d.get(OWNED)
-    if roles is not None and roles.get(s.name) == BUFFER:
-        del roles[s.name]
     if (
         record.direct
         and s.registry is None
@@ -95,6 +94,16 @@ def _explicit(module: nn.Module, record: ClassRecord, s: Situation, value: Any) 
         d["_modules"][s.name] = value  # where nn.Module.__setattr__ ends for a new module name
         return
     take_over(module, s.name, value)
+
+
+def _give_up(module: nn.Module, record: ClassRecord, name: str) -> None:
+    """The buffer autoreg registered under ``name`` is no longer autoreg's. Only the model's own
+    code registers one, so on a class with a framework base the name stays the model's (row 4:
+    the first assignment decides)."""
+    if record.attributes:
+        object.__setattr__(module, ROLE + name, MODEL)
+    else:
+        object.__delattr__(module, ROLE + name)
 
 
 def take_over(module: nn.Module, name: str, value: Any) -> None:
@@ -134,7 +143,7 @@ def register(module: nn.Module, name: str, value: torch.Tensor, decision: Decisi
             d[name] = previous
         raise
     if decision.row == 10:
-        owned(module)[name] = BUFFER
+        object.__setattr__(module, ROLE + name, BUFFER)
 
 
 def _plain_register(module: nn.Module) -> bool:
@@ -150,13 +159,3 @@ def next_setattr(module: nn.Module, name: str, value: Any) -> None:
     """The ``__setattr__`` that comes after the mixin: nn.Module's, unless a base overrides it."""
     setattr_next: Any = record_of(module).setattr_next.__setattr__
     setattr_next(module, name, value)
-
-
-def owned(module: nn.Module) -> dict[str, str]:
-    """The instance's roles (``_state.OWNED``), created on first use."""
-    d = module.__dict__
-    roles: dict[str, str] | None = d.get(OWNED)
-    if roles is None:
-        roles = {}
-        object.__setattr__(module, OWNED, roles)  # traced by dynamo, where d[OWNED] = ... is not
-    return roles

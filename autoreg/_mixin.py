@@ -8,9 +8,9 @@ carries the decision out. There is no second decision: a steady-state assignment
 runtime tensor updated in ``forward``, a buffer updated) is a dictionary lookup of a decision
 ``classify`` made. What ``.to()`` converts is derived from the same decisions (``_carry``).
 
-Decisions about a class are made when the class is created (``_record``) and finalized when it is
-first instantiated (``_construction``: construction methods wrapped, annotations read again). Per
-instance, autoreg keeps in ``__dict__`` only the roles of some names (``_state``).
+Decisions about a class are made when the class is created (``_record``, ``_construction``) and
+finalized when its first instance is assigned to (annotations read again). Per instance, autoreg
+keeps in ``__dict__`` only the roles of some names (``_state``).
 
 Footguns this catches: a tensor left behind by ``.cuda()``; ``.half()`` leaving a constant in
 float32; a checkpoint that changes when a model migrates (buffers are non-persistent by default);
@@ -42,9 +42,19 @@ from ._config import Mode
 from ._construction import finalize, prepare
 from ._contract import Concern, decide, situation
 from ._enforce import enforce
-from ._execute import execute, owned
+from ._execute import execute
 from ._record import ClassRecord, create_record, unknown_keywords
-from ._state import BUFFER, CONSTRUCTING, FRAMEWORK, MODEL, MODULE_INTERNALS, OWNED, PENDING
+from ._state import (
+    BUFFER,
+    CONSTRUCTING,
+    FRAMEWORK,
+    LEGACY_ROLES,
+    MODULE_INTERNALS,
+    OWN_KEYS,
+    PENDING,
+    PICKLED,
+    ROLE,
+)
 
 __all__ = ["AutoRegisterMixin", "Module"]
 
@@ -89,12 +99,12 @@ class AutoRegisterMixin(_MixinBase):
     def __setattr__(self, name: str, value: Any) -> None:
         record = type(self).__autoreg__
         d = self.__dict__
-        roles = d.get(OWNED)
-        role = roles.get(name) if roles is not None else None
+        role = d.get(ROLE + name)
         compiling = torch.compiler.is_compiling()
         if role is None and record.attributes and not compiling and name not in MODULE_INTERNALS:
             # Row 4: the first assignment of a name decides whose it is, for good.
-            role = owned(self)[name] = attribute(record, sys._getframe(1))
+            role = attribute(record, sys._getframe(1))
+            object.__setattr__(self, ROLE + name, role)
         s = situation(record, d, name, value, role, compiling=compiling)
         decision = None if compiling else record.decisions.get(s)
         if decision is None:
@@ -109,34 +119,34 @@ class AutoRegisterMixin(_MixinBase):
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
-        roles = self.__dict__.get(OWNED)
-        if roles is not None:
-            roles.pop(name, None)
+        self.__dict__.pop(ROLE + name, None)  # a name deleted is a new name
 
     def __getstate__(self) -> dict[str, Any]:
-        """nn.Module's state, with autoreg's roles copied (a copy shares nothing of autoreg's)
-        and without construction state (a copy is never being built)."""
+        """nn.Module's state, without construction state (a copy is never being built), and
+        marked as autoreg's (see ``__setstate__``)."""
         state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
         state.pop(CONSTRUCTING, None)
         state.pop(PENDING, None)
-        state[OWNED] = dict(state.get(OWNED) or {})
+        state[PICKLED] = True
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """nn.Module's; a pickle made before the class used autoreg has no roles: on a class with
-        a framework base, whose each name is cannot be known, so all stay nn.Module's."""
-        roles = state.get(OWNED)
+        """nn.Module's. A pickle made before the class used autoreg has no roles: on a class with
+        a framework base, whose each of its names is cannot be known, so all stay nn.Module's
+        (row 4); on other classes, its tensors are carried as any the instance holds."""
+        pickled = PICKLED in state
+        legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
+        state = {k: v for k, v in state.items() if k not in (PICKLED, LEGACY_ROLES)}
         super().__setstate__(state)  # type: ignore[no-untyped-call]
-        record = type(self).__autoreg__
-        if roles is None:
-            roles = {}
-            if record.attributes:
-                roles.update((name, FRAMEWORK) for name in state if name not in MODULE_INTERNALS)
-        else:  # carried values had roles before autoreg 0.2: now they need none
-            roles = {k: v for k, v in roles.items() if v in (BUFFER, FRAMEWORK, MODEL)}
-        object.__setattr__(self, OWNED, roles)
-        self.__dict__.pop(CONSTRUCTING, None)
-        self.__dict__.pop(PENDING, None)
+        d = self.__dict__
+        if legacy is not None:
+            for name, role in legacy.items():
+                if role in (BUFFER, FRAMEWORK):  # carried values need no role now
+                    d[ROLE + name] = role
+        elif not pickled and type(self).__autoreg__.attributes:
+            for name in list(d):
+                if name not in MODULE_INTERNALS and not name.startswith(OWN_KEYS):
+                    d.setdefault(ROLE + name, FRAMEWORK)
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then what the tree carries."""

@@ -1,11 +1,16 @@
-"""What autoreg keeps in an instance's ``__dict__``: three keys, and the roles of names.
+"""What autoreg keeps in an instance's ``__dict__``: the roles of some names, and two keys.
 
-``OWNED`` maps a name to its role: ``BUFFER`` for a buffer autoreg registered under an undeclared
-name (row 2 applies to it), ``FRAMEWORK`` or ``MODEL`` for whose code first assigned the name, kept
-only on classes with a framework base (row 4). Carried values have no role: a carried value is a
-plain attribute that ``.to()`` converts (``_carry``). ``CONSTRUCTING`` is present while one of the
-instance's construction methods runs, ``PENDING`` while tensors assigned before
-``nn.Module.__init__`` wait to be registered; copies and pickles never hold either.
+The role of a name is kept under its own key, ``ROLE + name`` (``'_autoreg.mask'``): ``BUFFER`` for
+a buffer autoreg registered under an undeclared name (row 2 applies to it), ``FRAMEWORK`` or
+``MODEL`` for whose code first assigned the name, kept only on classes with a framework base (row
+4). A key per name, not one dict of roles: compiled code reads the role of the name it assigns,
+and dynamo guards a dict it reads as a whole on some torch versions (every new role anywhere would
+recompile); copies get the roles as they get every attribute. Carried values have no role: a
+carried value is a plain attribute that ``.to()`` converts (``_carry``). ``CONSTRUCTING`` is
+present while one of the instance's construction methods runs, ``PENDING`` while tensors assigned
+before ``nn.Module.__init__`` wait to be registered; copies and pickles never hold either, and
+hold ``PICKLED`` instead: an instance unpickled without it was pickled before its class used
+autoreg.
 """
 
 from __future__ import annotations
@@ -18,16 +23,22 @@ __all__ = [
     "BUFFER",
     "CONSTRUCTING",
     "FRAMEWORK",
+    "LEGACY_ROLES",
     "MODEL",
     "MODULE_INTERNALS",
-    "OWNED",
+    "OWN_KEYS",
     "PASS",
     "PENDING",
+    "PICKLED",
+    "ROLE",
 ]
 
-OWNED: Final = "_autoreg_owned"
+ROLE: Final = "_autoreg."  # + name: the name's role
 CONSTRUCTING: Final = "_autoreg_constructing"
-PENDING: Final = "_autoreg_pending"  # {name: persistent}
+PENDING: Final = "_autoreg_pending"  # {name: decision}
+PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
+LEGACY_ROLES: Final = "_autoreg_owned"  # {name: role}: autoreg 0.1's record, in old pickles
+OWN_KEYS: Final = "_autoreg"  # every key autoreg keeps starts with it
 
 # Roles. Strings, so that pickles of every autoreg version load.
 BUFFER: Final = "buffer"

@@ -1,10 +1,11 @@
 """The README's contract table, restated as a reference model for ``tests/test_model_based.py``.
 
 ``Reference`` says what ``self.name = value``, ``del self.name``, ``register_buffer`` and ``.to()``
-do to each name of one module; its assignment follows the README's table top to bottom, and its
-comments cite the table's row numbers (row 4, framework base classes, is not modelled: the subject
-has none). ``ClassModel`` holds what
-autoreg keeps per class (mode, default persistence, the warnings already given). Values are
+do to each name of one module; its assignment follows the table top to bottom, and its comments
+cite the table's row numbers. A subject may have a framework base (row 4): then each name belongs
+to the code that first assigned it - the framework's method, or the model's code - until it is
+deleted. ``ClassModel`` holds what autoreg keeps per class (mode, default persistence, whether
+there is a framework base, the warnings already given). Values are
 described, not held: ``T(dtype, grad)`` for a tensor, ``Own("w")`` for the module's own parameter
 (or ``Own("fixed")``, its buffer) inside a container, ``("list" | "tuple" | "dict", items)`` for a
 container, ``MODULE``, ``None`` or ``3``.
@@ -147,6 +148,7 @@ class ClassModel:
     mode: str  # "register" | "warn" | "strict"
     persistent: bool
     weight: bool  # whether the subject has its parameter ``w`` (else no parameter at all)
+    framework: bool = False  # whether the subject has a framework base (row 4)
     warned: set[tuple[str, str]] = field(default_factory=set)
 
 
@@ -163,14 +165,24 @@ class Reference:
     def __init__(self, cls: ClassModel) -> None:
         self.cls = cls
         self.state: dict[str, Entry] = {"fixed": Entry("buffer", F32, persistent=True)}
+        self.owners: dict[str, str] = {}  # row 4: "framework" | "model", on a framework subject
         if cls.weight:
             self.state["w"] = Entry("param", T(torch.float32, grad=True))
+            self.own("w", by_framework=False)
         self.warnings: list[Any] = []
 
     # --- operations: each returns the outcome, and changes the state only if nothing raised --
 
-    def assign(self, name: str, kind: str, constructing: bool) -> Outcome:
+    def own(self, name: str, by_framework: bool) -> None:
+        """Row 4: the first assignment of a name decides whose it is."""
+        if self.cls.framework and name not in self.owners:
+            self.owners[name] = "framework" if by_framework else "model"
+
+    def assign(
+        self, name: str, kind: str, constructing: bool, by_framework: bool = False
+    ) -> Outcome:
         self.warnings = []
+        self.own(name, by_framework)
         try:
             error = self._assign(name, kind, constructing)
         except RefusedError as refused:
@@ -181,6 +193,7 @@ class Reference:
         if name == PROPERTY or name not in self.state:  # the property has no deleter
             return ("AttributeError", None), ()
         del self.state[name]
+        self.owners.pop(name, None)  # a name deleted is a new name
         return None, ()
 
     def register_buffer(self, name: str, kind: str, persistent: bool) -> Outcome:
@@ -275,6 +288,9 @@ class Reference:
         value = self.describe(kind)
         if kind in EXPLICIT or held in ("param", "buffer", "module"):
             return self._explicit(name, kind, current)  # rows 1 to 3
+        if self.owners.get(name) == "framework":
+            self.state[name] = Entry("plain", value)  # row 4: nn.Module's behaviour, for good
+            return None
         if kind in CONTAINERS:
             self._container(name, value)  # rows 5, 7 and 8
         elif kind in TENSORS:

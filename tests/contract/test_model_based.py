@@ -11,6 +11,13 @@ instances; deepcopy and pickle. The names are undeclared, declared (``Persistent
 ``NonPersistent``, ``torch.Tensor``), ``Plain``, a property, a method, a class-level default and a
 dotted name; each example builds a fresh class in register, warn or strict mode, persistent or not.
 
+A subject may also have a framework base (row 4), with or without a ``__setattr__`` of its own:
+operations then also assign through the framework's method, and the construction phase runs in a
+helper decorated with a ``functools.wraps`` wrapper (whose code every function it wraps shares).
+Property 1 (one decision) is checked at every assignment: the decision carried out is the one
+``classify`` makes, afresh, for the same situation. A shallow copy shares nothing of autoreg's: what
+it is given leaves the original as the reference says.
+
 Every operation must raise what the reference says (strict mode's ``UnregisteredTensorError`` with
 the right message, naming ``Class.name``) and emit exactly the ``AutoRegisterWarning``s it predicts
 (once per class, kind and name, pointing at the assignment); a refused operation is followed by a
@@ -41,6 +48,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from torch import nn
 
 import autoreg
+from autoreg import _mixin
+from autoreg._contract import classify
 from tests.contract.contract_model import (
     FIXED,
     KINDS,
@@ -56,22 +65,45 @@ from tests.contract.contract_model import (
     T,
 )
 
-Op = tuple[Any, ...]  # ("assign", name, kind) | ("delete", name) | ("append", name)
+Op = tuple[Any, ...]  # ("assign" | "fw", name, kind) | ("delete", name) | ("append", name)
 # | ("register", name, kind, persistent)
 
 
-class Subject(autoreg.Module):
+def passing(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A decorator whose wrapper code is shared by every function it wraps."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+class Framework(nn.Module):
+    """A framework base (as LightningModule, Metric): its method assigns for the model."""
+
+    def fw(self, name: str, value: object) -> None:
+        setattr(self, name, value)
+
+
+class Body:
+    """The subject, a plain mixin: its annotations declare, its methods are the model's."""
+
     p: autoreg.Persistent
     n: autoreg.NonPersistent
     t: torch.Tensor
     pl: autoreg.Plain
     default = 0.5  # a class-level default
 
-    def __init__(self, body: Callable[[Subject], None], weight: bool) -> None:
+    def __init__(self, body: Callable[[Any], None], weight: bool) -> None:
         super().__init__()
         if weight:  # without any parameter, registration takes autoreg's cached path
             self.w = nn.Parameter(torch.zeros(2))
-        self.register_buffer("fixed", torch.zeros(2))
+        self.register_buffer("fixed", torch.zeros(2))  # type: ignore[attr-defined]
+        self._build(body)
+
+    @passing
+    def _build(self, body: Callable[[Any], None]) -> None:
         body(self)  # the operations of the construction phase
 
     @property
@@ -86,10 +118,26 @@ class Subject(autoreg.Module):
         """A method: an instance attribute of its name shadows it, as on nn.Module."""
 
 
+class Subject(Body, autoreg.Module):
+    pass
+
+
+class FrameworkSubject(Body, autoreg.AutoRegisterMixin, Framework):
+    pass
+
+
+class LoggedSubject(FrameworkSubject):
+    """A model class that overrides __setattr__ (to log or validate), as users do."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+BASES = {"module": Subject, "framework": FrameworkSubject, "logged": LoggedSubject}
 _serial = itertools.count()
 
 
-def subject_class(mode: str, persistent: bool) -> type[Subject]:
+def subject_class(mode: str, persistent: bool, base: str) -> type[Any]:
     """A new class per example: autoreg's warnings are once per class, kind and name."""
     name = f"Subject{next(_serial)}"
 
@@ -97,12 +145,12 @@ def subject_class(mode: str, persistent: bool) -> type[Subject]:
         namespace.update(__module__=__name__, __qualname__=name)
 
     keywords = {"persistent": persistent, "strict": mode == "strict", "warn": mode == "warn"}
-    cls: type[Subject] = types.new_class(name, (Subject,), keywords, body)
+    cls: type[Any] = types.new_class(name, (BASES[base],), keywords, body)
     globals()[name] = cls  # so that pickle finds it
     return cls
 
 
-def make_value(kind: str, module: Subject) -> object:
+def make_value(kind: str, module: Any) -> object:
     zeros = torch.zeros
     factories: dict[str, Callable[[], object]] = {
         "float": lambda: zeros(2),
@@ -128,6 +176,17 @@ def make_value(kind: str, module: Subject) -> object:
     return factories[kind]()
 
 
+# --- property 1: every decision carried out is classify's -------------------------------------
+
+DECIDED: list[tuple[Any, Any, Any]] = []  # (record, situation, decision) of each assignment
+_EXECUTE = _mixin.execute
+
+
+def _spy(module: Any, record: Any, s: Any, value: Any, decision: Any) -> None:
+    DECIDED.append((record, s, decision))
+    _EXECUTE(module, record, s, value, decision)
+
+
 # --- running an operation, and describing what it did -------------------------------------------
 
 MESSAGES: dict[
@@ -148,7 +207,7 @@ def describe_message(text: str, module: nn.Module, name: str) -> Any:
     return found[0]
 
 
-def apply(module: Subject, op: Op) -> Outcome:
+def apply(module: Any, op: Op) -> Outcome:
     """Run ``op``; describe the exception it raised and the warnings it emitted."""
     name = op[1]
     raised = None
@@ -157,6 +216,8 @@ def apply(module: Subject, op: Op) -> Outcome:
         try:
             if op[0] == "assign":
                 setattr(module, name, make_value(op[2], module))
+            elif op[0] == "fw":
+                module.fw(name, make_value(op[2], module))
             elif op[0] == "delete":
                 delattr(module, name)
             elif op[0] == "register":
@@ -181,8 +242,8 @@ def apply(module: Subject, op: Op) -> Outcome:
 
 
 def expect(reference: Reference, op: Op, constructing: bool) -> Outcome:
-    if op[0] == "assign":
-        return reference.assign(op[1], op[2], constructing)
+    if op[0] in ("assign", "fw"):
+        return reference.assign(op[1], op[2], constructing, by_framework=op[0] == "fw")
     if op[0] == "delete":
         return reference.delete(op[1])
     if op[0] == "register":
@@ -194,7 +255,7 @@ def expect(reference: Reference, op: Op, constructing: bool) -> Outcome:
 # --- observing the module ------------------------------------------------------------------------
 
 
-def held(module: Subject) -> dict[str, tuple[str, Any, bool]]:
+def held(module: Any) -> dict[str, tuple[str, Any, bool]]:
     """``name -> (role, value, persistent)`` for each name the module holds."""
     found: dict[str, tuple[str, Any, bool]] = {}
     attributes = vars(module)
@@ -237,14 +298,14 @@ def walk(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
             yield from walk(item, f"{path}[{key!r}]")
 
 
-def own_tensors(module: Subject) -> dict[int, Own]:
+def own_tensors(module: Any) -> dict[int, Own]:
     own = {id(module.fixed): Own("fixed")}
     if "w" in module._parameters:
         own[id(module._parameters["w"])] = Own("w")
     return own
 
 
-def observe(module: Subject) -> dict[str, tuple[str, Any, bool]]:
+def observe(module: Any) -> dict[str, tuple[str, Any, bool]]:
     own = own_tensors(module)
     return {
         name: (role, describe(value, own), persistent)
@@ -252,7 +313,7 @@ def observe(module: Subject) -> dict[str, tuple[str, Any, bool]]:
     }
 
 
-def moved(module: Subject) -> set[tuple[str, str]]:
+def moved(module: Any) -> set[tuple[str, str]]:
     """``(name, path)`` of each tensor ``.to()`` converts (a dry run: the function returns it)."""
     seen: set[int] = set()
 
@@ -277,10 +338,11 @@ KINDS_DRAWN = [*TENSORS, *TENSORS, *KINDS, "empty", "own", "grad_list"]
 
 
 VERBS = ["assign", "assign", "assign", "delete", "register", "append"]
+FRAMEWORK_VERBS = [*VERBS, "fw", "fw"]
 
 
 def operation(verb: str, name: str, kind: str, buffer_kind: str, persistent: bool) -> Op:
-    if verb == "assign":
+    if verb in ("assign", "fw"):
         return (verb, name, kind)
     if verb == "register":
         return (verb, name, buffer_kind, persistent)
@@ -288,32 +350,43 @@ def operation(verb: str, name: str, kind: str, buffer_kind: str, persistent: boo
 
 
 @functools.cache
-def operations(names: tuple[str, ...]) -> st.SearchStrategy[Op]:
+def operations(names: tuple[str, ...], framework: bool) -> st.SearchStrategy[Op]:
     """Operations on ``names``: a few per example, so that operations meet on the same name."""
     return st.builds(
         operation,
-        st.sampled_from(VERBS),
+        st.sampled_from(FRAMEWORK_VERBS if framework else VERBS),
         st.sampled_from(names),
         st.sampled_from(KINDS_DRAWN),
         st.sampled_from(["float", "long", "none", "int"]),
         st.booleans(),
     ).filter(
-        # nn.Module's own edge cases for a Parameter or module over a class attribute: left out.
-        lambda op: op[0] != "assign" or op[1] not in NO_SLOT or op[2] not in ("param", "module")
+        # nn.Module's own edge cases for a Parameter or module over a class attribute, and the
+        # framework assigning the property (its setter stores around __setattr__): left out.
+        lambda op: (
+            (
+                op[0] not in ("assign", "fw")
+                or op[1] not in NO_SLOT
+                or op[2] not in ("param", "module")
+            )
+            and (op[0] != "fw" or op[1] != PROPERTY)
+        )
     )
 
 
 class ContractMachine(RuleBasedStateMachine):
-    cls: type[Subject]
+    cls: type[Any]
     operations: st.SearchStrategy[Op]
     model: ClassModel
     construction: list[Op]
-    module: Subject
+    module: Any
     reference: Reference
 
-    def step(self, module: Subject, reference: Reference, op: Op, constructing: bool) -> None:
+    def step(self, module: Any, reference: Reference, op: Op, constructing: bool) -> None:
         expected = expect(reference, op, constructing)
+        DECIDED.clear()
         assert apply(module, op) == expected, op
+        for record, s, decision in DECIDED:  # property 1: one decision
+            assert decision == classify(record, s), (op, s)
         raised, said = expected
         if raised and op[0] != "append":
             # Nothing lost: a list the name held before the failure still moves as it is now.
@@ -322,7 +395,7 @@ class ContractMachine(RuleBasedStateMachine):
         for message in said:
             event(f"warned {message[0]}")
 
-    def build(self) -> tuple[Subject, Reference]:
+    def build(self) -> tuple[Any, Reference]:
         reference = Reference(self.model)
 
         def body(module: Subject) -> None:
@@ -336,17 +409,21 @@ class ContractMachine(RuleBasedStateMachine):
         mode = data.draw(st.sampled_from(["register", "warn", "strict"]), label="mode")
         persistent = data.draw(st.booleans(), label="persistent")
         weight = data.draw(st.booleans(), label="weight")
+        base = data.draw(st.sampled_from(list(BASES)), label="base")
+        framework = base != "module"
         # Undeclared names, where most rows of the table apply, and up to two others; "b" is
         # left alone during construction, so that it becomes runtime state more often.
         others = data.draw(st.lists(st.sampled_from(NAMES[2:]), max_size=2, unique=True))
-        construction = st.lists(operations(("a", *others)), max_size=8)
+        construction = st.lists(operations(("a", *others), framework), max_size=8)
         self.construction = data.draw(construction, label="construction")
-        self.operations = operations(("a", "b", *others))
-        self.cls = subject_class(mode, persistent)
-        self.model = ClassModel(mode, persistent, weight)
+        self.operations = operations(("a", "b", *others), framework)
+        _mixin.execute = _spy  # type: ignore[assignment] # until teardown
+        self.cls = subject_class(mode, persistent, base)
+        self.model = ClassModel(mode, persistent, weight, framework)
         self.module, self.reference = self.build()
 
     def teardown(self) -> None:
+        _mixin.execute = _EXECUTE  # type: ignore[assignment]
         if hasattr(self, "cls"):
             del globals()[self.cls.__name__]
 
@@ -393,6 +470,15 @@ class ContractMachine(RuleBasedStateMachine):
         else:
             self.module = pickle.loads(pickle.dumps(self.module))
             self.reference.pickled()
+
+    @rule()
+    def shallow_copy(self) -> None:
+        """``copy.copy`` shares nn.Module's registries, as for any module, but nothing of
+        autoreg's: the copy's plain attributes emptied, the original holds and moves its own."""
+        shallow = copy.copy(self.module)
+        for name, entry in self.reference.state.items():
+            if entry.role in ("carried", "plain") and name not in NO_SLOT:
+                setattr(shallow, name, None)
 
     @invariant()
     def matches_the_reference(self) -> None:

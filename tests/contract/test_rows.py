@@ -13,7 +13,7 @@ import autoreg
 from autoreg import _mixin
 from autoreg._contract import classify, situation
 from autoreg._record import record_of
-from autoreg._state import CONSTRUCTING, FRAMEWORK, OWNED
+from autoreg._state import CONSTRUCTING, FRAMEWORK, ROLE
 
 
 class Subject(autoreg.Module):
@@ -43,9 +43,9 @@ def row(name: str, value: Any, *, constructing: bool = False, framework: bool = 
     if constructing:
         d[CONSTRUCTING] = True
     if framework:
-        d[OWNED][name] = FRAMEWORK
+        d[ROLE + name] = FRAMEWORK
     record = record_of(module)
-    role = d[OWNED].get(name)
+    role = d.get(ROLE + name)
     return classify(record, situation(record, d, name, value, role, compiling=False)).row
 
 
