@@ -101,7 +101,13 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         role = d.get(ROLE + name)
         compiling = torch.compiler.is_compiling()
-        if role is None and record.attributes and not compiling and name not in MODULE_INTERNALS:
+        if (
+            role is None
+            and record.attributes
+            and not compiling
+            and name.isidentifier()  # role keys are identifiers (``_state.ROLE``)
+            and name not in MODULE_INTERNALS
+        ):
             # Row 4: the first assignment of a name decides whose it is, for good.
             role = attribute(record, sys._getframe(1))
             object.__setattr__(self, ROLE + name, role)

@@ -1,9 +1,9 @@
 """What autoreg keeps in an instance's ``__dict__``: the roles of some names, and two keys.
 
-The role of a name is kept under its own key, ``ROLE + name`` (``'_autoreg.mask'``): ``BUFFER`` for
-a buffer autoreg registered under an undeclared name (row 2 applies to it), ``FRAMEWORK`` or
-``MODEL`` for whose code first assigned the name, kept only on classes with a framework base (row
-4). A key per name, not one dict of roles: compiled code reads the role of the name it assigns,
+The role of a name is kept under its own key, ``ROLE + name`` (``'_autoreg_role_mask'``, an
+identifier: dynamo writes guards on it as attribute accesses): ``BUFFER`` for a buffer autoreg
+registered under an undeclared name (row 2 applies to it), ``FRAMEWORK`` or ``MODEL`` for whose
+code first assigned the name, kept only on classes with a framework base (row 4). A key per name, not one dict of roles: compiled code reads the role of the name it assigns,
 and dynamo guards a dict it reads as a whole on some torch versions (every new role anywhere would
 recompile); copies get the roles as they get every attribute. Carried values have no role: a
 carried value is a plain attribute that ``.to()`` converts (``_carry``). ``CONSTRUCTING`` is
@@ -33,7 +33,7 @@ __all__ = [
     "ROLE",
 ]
 
-ROLE: Final = "_autoreg."  # + name: the name's role
+ROLE: Final = "_autoreg_role_"  # + name: the name's role
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading

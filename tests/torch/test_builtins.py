@@ -130,7 +130,7 @@ def test_mixed_builtin_is_indistinguishable_from_the_original(name: str, strict:
     auto, original = _pair(name, strict)
     _assert_same_state(auto, original)
     # Every name the built-in's own code assigned is the built-in's (row 4): nn.Module's rules.
-    roles = {key: role for key, role in vars(auto).items() if key.startswith("_autoreg.")}
+    roles = {key: role for key, role in vars(auto).items() if key.startswith("_autoreg_role_")}
     assert set(roles.values()) <= {"framework"}, roles
 
     for train in (True, False):  # training (BatchNorm updates its stats), then inference
