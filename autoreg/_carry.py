@@ -37,7 +37,7 @@ from ._contract import TENSORS, Kind, decide, kind_of, situation
 from ._errors import AutoRegisterWarning
 from ._messages import NOT_CONVERTED, describe
 from ._record import ClassRecord
-from ._state import MODULE_INTERNALS, OWN_KEYS, ROLE
+from ._state import MODULE_INTERNALS, OWN_KEYS, role_key
 from ._walk import iter_tensors, map_tensors
 
 __all__ = ["apply", "carried", "carried_values", "loose_tensors", "registered_tensors"]
@@ -50,7 +50,7 @@ def carried(module: nn.Module, name: str, value: object) -> bool:
     """Whether ``.to()`` converts ``value``, held in ``module.__dict__[name]``."""
     record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
     d = module.__dict__
-    s = situation(record, d, name, value, d.get(ROLE + name), compiling=False)
+    s = situation(record, d, name, value, d.get(role_key(name)), compiling=False)
     return decide(record, s, compiling=False).moves
 
 

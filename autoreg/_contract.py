@@ -94,7 +94,7 @@ class Situation(NamedTuple):
 
     name: str
     kind: Kind
-    role: str | None  # the name's role (``_state.ROLE``)
+    role: str | None  # the name's role (``_state.role_key``)
     registry: Registry | None
     constructing: bool
     # For a tensor or container under a name nn.Module does not register (else None / False):

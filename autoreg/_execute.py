@@ -24,7 +24,7 @@ from ._carry import carried
 from ._contract import Action, Decision, Kind, Registry, Situation
 from ._export import refuse_while_exporting
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, MODEL, PENDING, ROLE
+from ._state import BUFFER, MODEL, PENDING, role_key
 
 __all__ = ["execute", "next_setattr", "register", "take_over"]
 
@@ -101,9 +101,9 @@ def _give_up(module: nn.Module, record: ClassRecord, name: str) -> None:
     code registers one, so on a class with a framework base the name stays the model's (row 4:
     the first assignment decides)."""
     if record.attributes:
-        object.__setattr__(module, ROLE + name, MODEL)
+        object.__setattr__(module, role_key(name), MODEL)
     else:
-        object.__delattr__(module, ROLE + name)
+        object.__delattr__(module, role_key(name))
 
 
 def take_over(module: nn.Module, name: str, value: Any) -> None:
@@ -143,7 +143,7 @@ def register(module: nn.Module, name: str, value: torch.Tensor, decision: Decisi
             d[name] = previous
         raise
     if decision.row == 10:
-        object.__setattr__(module, ROLE + name, BUFFER)
+        object.__setattr__(module, role_key(name), BUFFER)
 
 
 def _plain_register(module: nn.Module) -> bool:

@@ -53,7 +53,7 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
-    ROLE,
+    role_key,
 )
 
 __all__ = ["AutoRegisterMixin", "Module"]
@@ -99,18 +99,13 @@ class AutoRegisterMixin(_MixinBase):
     def __setattr__(self, name: str, value: Any) -> None:
         record = type(self).__autoreg__
         d = self.__dict__
-        role = d.get(ROLE + name)
+        key = role_key(name)
+        role = d.get(key)
         compiling = torch.compiler.is_compiling()
-        if (
-            role is None
-            and record.attributes
-            and not compiling
-            and name.isidentifier()  # role keys are identifiers (``_state.ROLE``)
-            and name not in MODULE_INTERNALS
-        ):
+        if role is None and record.attributes and not compiling and name not in MODULE_INTERNALS:
             # Row 4: the first assignment of a name decides whose it is, for good.
             role = attribute(record, sys._getframe(1))
-            object.__setattr__(self, ROLE + name, role)
+            object.__setattr__(self, key, role)
         s = situation(record, d, name, value, role, compiling=compiling)
         decision = None if compiling else record.decisions.get(s)
         if decision is None:
@@ -125,7 +120,7 @@ class AutoRegisterMixin(_MixinBase):
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
-        self.__dict__.pop(ROLE + name, None)  # a name deleted is a new name
+        self.__dict__.pop(role_key(name), None)  # a name deleted is a new name
 
     def __getstate__(self) -> dict[str, Any]:
         """nn.Module's state, without construction state (a copy is never being built), and
@@ -148,11 +143,11 @@ class AutoRegisterMixin(_MixinBase):
         if legacy is not None:
             for name, role in legacy.items():
                 if role in (BUFFER, FRAMEWORK):  # carried values need no role now
-                    d[ROLE + name] = role
+                    d[role_key(name)] = role
         elif not pickled and type(self).__autoreg__.attributes:
             for name in list(d):
                 if name not in MODULE_INTERNALS and not name.startswith(OWN_KEYS):
-                    d.setdefault(ROLE + name, FRAMEWORK)
+                    d.setdefault(role_key(name), FRAMEWORK)
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then what the tree carries."""

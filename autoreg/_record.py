@@ -21,7 +21,7 @@ from torch import nn
 
 from ._config import Mode, check_bool, environment_mode
 from ._declarations import Declaration, read_declarations
-from ._errors import ClassDefinitionError
+from ._errors import ClassDefinitionError, ConfigurationError
 from ._messages import MIXIN_AFTER_MODULE, MIXIN_WITHOUT_MODULE, STRICT_AND_WARN, UNKNOWN_KEYWORD
 from ._state import FRAMEWORK, MODEL, PASS
 
@@ -61,7 +61,10 @@ class ClassRecord:
         self.own = own  # the keywords this class statement set itself
         self.persistent = bool(_nearest(cls, own, "persistent")[0])
         self.mode, self.strict_by = _resolve_mode(cls, own)
-        environment = environment_mode()  # AUTOREG_MODE overrides every class
+        # AUTOREG_MODE overrides every class; a bad value fails the user's class statement, not
+        # ``import autoreg`` (which creates autoreg.Module).
+        own_class = cls.__module__.partition(".")[0] == "autoreg"
+        environment = _environment_or_none() if own_class else environment_mode()
         if environment is not None:
             self.mode = environment
             self.strict_by = "AUTOREG_MODE=strict"
@@ -114,6 +117,13 @@ class ClassRecord:
         if declaration is Declaration.NONPERSISTENT:
             return False
         return self.persistent
+
+
+def _environment_or_none() -> Mode | None:
+    try:
+        return environment_mode()
+    except ConfigurationError:
+        return None
 
 
 def record_of(module: object) -> ClassRecord:

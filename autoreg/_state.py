@@ -1,11 +1,13 @@
 """What autoreg keeps in an instance's ``__dict__``: the roles of some names, and two keys.
 
-The role of a name is kept under its own key, ``ROLE + name`` (``'_autoreg_role_mask'``, an
-identifier: dynamo writes guards on it as attribute accesses): ``BUFFER`` for a buffer autoreg
-registered under an undeclared name (row 2 applies to it), ``FRAMEWORK`` or ``MODEL`` for whose
-code first assigned the name, kept only on classes with a framework base (row 4). A key per name, not one dict of roles: compiled code reads the role of the name it assigns,
-and dynamo guards a dict it reads as a whole on some torch versions (every new role anywhere would
-recompile); copies get the roles as they get every attribute. Carried values have no role: a
+The role of a name is kept under its own key, ``role_key(name)`` (``'_autoreg_role_mask'``):
+``BUFFER`` for a buffer autoreg registered under an undeclared name (row 2 applies to it),
+``FRAMEWORK`` or ``MODEL`` for whose code first assigned the name, kept only on classes with a
+framework base (row 4). A key per name, not one dict of roles: compiled code reads the role of the
+name it assigns, and dynamo guards a dict it reads as a whole on some torch versions (every new
+role anywhere would recompile); copies get the roles as they get every attribute. Keys are
+identifiers, also for a name that is none (``'a.b'``): dynamo writes its guards on them as
+attribute accesses. Carried values have no role: a
 carried value is a plain attribute that ``.to()`` converts (``_carry``). ``CONSTRUCTING`` is
 present while one of the instance's construction methods runs, ``PENDING`` while tensors assigned
 before ``nn.Module.__init__`` wait to be registered; copies and pickles never hold either, and
@@ -30,10 +32,11 @@ __all__ = [
     "PASS",
     "PENDING",
     "PICKLED",
-    "ROLE",
+    "role_key",
 ]
 
-ROLE: Final = "_autoreg_role_"  # + name: the name's role
+_ROLE: Final = "_autoreg_role_"  # + name
+_ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
@@ -47,3 +50,8 @@ MODEL: Final = "model"
 PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignment is (row 4)
 
 MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
+
+
+def role_key(name: str) -> str:
+    """The key of ``name``'s role in the instance's ``__dict__``."""
+    return _ROLE + name if name.isidentifier() else _ROLE_HEX + name.encode().hex()

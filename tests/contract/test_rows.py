@@ -13,7 +13,7 @@ import autoreg
 from autoreg import _mixin
 from autoreg._contract import classify, situation
 from autoreg._record import record_of
-from autoreg._state import CONSTRUCTING, FRAMEWORK, ROLE
+from autoreg._state import CONSTRUCTING, FRAMEWORK, role_key
 
 
 class Subject(autoreg.Module):
@@ -43,9 +43,9 @@ def row(name: str, value: Any, *, constructing: bool = False, framework: bool = 
     if constructing:
         d[CONSTRUCTING] = True
     if framework:
-        d[ROLE + name] = FRAMEWORK
+        d[role_key(name)] = FRAMEWORK
     record = record_of(module)
-    role = d.get(ROLE + name)
+    role = d.get(role_key(name))
     return classify(record, situation(record, d, name, value, role, compiling=False)).row
 
 
