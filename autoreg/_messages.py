@@ -249,6 +249,18 @@ FIX_STORED_CONTAINER: Final = (
     "carries the {kind}), or one non-persistent buffer per tensor"
 )
 
+FORWARD_FINDING: Final = """\
+{where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
+    fix: {finding.fix}"""
+
+STORED_FINDING: Final = """\
+{where}: stored {finding.tensor} in {finding.class_name}.{finding.attribute}: {finding.source}
+    fix: {finding.fix}"""
+
+NO_STRAY_BEFORE: Final = "No stray found before."
+
+STRAYS_BEFORE: Final = "Found before:\n{found}"
+
 CANNOT_COPY: Final = """\
 audit_forward() cannot deep-copy {cls}: {error}
 The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \

@@ -1,0 +1,116 @@
+"""``audit_forward``: the passes, each on a fresh copy of the model, and why a pass stops."""
+
+from __future__ import annotations
+
+from typing import Any, Final, NoReturn
+
+import torch
+from torch import nn
+
+from .._audit import check_module
+from .._errors import ForwardAuditError
+from .._frames import error_line, short_path
+from .._messages import FORWARD_RAISED, LOW_PRECISION_RAISED, NO_STRAY_BEFORE, STRAYS_BEFORE
+from .copying import copy_inputs, copy_model, default_device_cpu, rng_kept, state, strand
+from .dispatch import Audit, Findings
+from .finding import ForwardFinding
+from .fixes import dtype_name
+from .rules import tensors_in
+from .sites import ByTensor, Lines, call
+from .stores import StoreWatch, stored_findings
+
+__all__ = ["LOW_PRECISION", "audit_forward"]
+
+LOW_PRECISION: Final = torch.bfloat16
+
+
+def audit_forward(
+    model: nn.Module,
+    /,
+    *args: Any,
+    backward: bool = False,
+    low_precision: torch.dtype | None = LOW_PRECISION,
+    **kwargs: Any,
+) -> list[ForwardFinding]:
+    """Every stray tensor of one ``model(*args, **kwargs)`` pass, judged by CUDA's rules.
+
+    Runs a copy of ``model`` and of the inputs on the meta device (no GPU, no memory), in the
+    model's dtype, then a second pass with the copy and the floating inputs converted to
+    ``low_precision`` (``None`` skips it); under ``torch.no_grad()`` unless ``backward=True``
+    (then the backward of every output that requires grad is audited too). ``model``, the inputs
+    and the random number generators are left as they were. Raises ``ForwardAuditError`` when
+    the forward cannot run to its end on the meta device.
+    """
+    check_module(model, "audit_forward")
+    findings: Findings = {}
+    with rng_kept():
+        _run(model, args, kwargs, None, backward, findings)
+        if low_precision is not None:
+            _run(model, args, kwargs, low_precision, backward, findings)
+    return list(findings.values())
+
+
+def _run(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    low: torch.dtype | None,
+    backward: bool,
+    findings: Findings,
+) -> None:
+    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``.
+
+    The pass in the model's own dtype (``low=None``) records the device findings, the state
+    forward stores, and the dtype findings against the model's floating dtype (a float64 numpy
+    array in a float32 model).
+    """
+    twin = copy_model(model, low)
+    values: ByTensor[torch.Tensor] = ByTensor()
+    inputs = copy_inputs((args, kwargs), low, values)
+    dtype = low or next((t.dtype for t in state(twin) if t.is_floating_point()), None)
+    names = {id(t): name for name, t in twin.named_parameters()}
+    names.update({id(t): name for name, t in twin.named_buffers()})
+    attributes = strand(twin)
+    audit = Audit(Lines(twin), names, attributes, dtype, findings, values, devices=low is None)
+    stores = StoreWatch(twin) if low is None else None
+    grad = torch.enable_grad() if backward else torch.no_grad()
+    try:
+        with default_device_cpu(), grad, audit:
+            output = call(twin, *inputs)
+            roots = [t for t in tensors_in(output) if t.requires_grad]
+    except Exception as error:  # noqa: BLE001 - raised again, with the user's line
+        _raise_forward_error(error, model, low, findings)
+    if stores is not None:
+        for key, finding in stored_findings(twin, attributes, stores.lines, audit.made):
+            findings.setdefault(key, finding)
+    if not (backward and roots):
+        return
+    try:
+        with default_device_cpu(), audit:
+            torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
+    except Exception as error:  # noqa: BLE001 - raised again unless the audit caused it
+        if not audit.moved_grad:
+            _raise_forward_error(error, model, low, findings)
+        # Else autograd expects the gradient of a stray the audit moved on its old device: the
+        # backward pass ends there, with its findings.
+
+
+def _raise_forward_error(
+    error: Exception, model: nn.Module, low: torch.dtype | None, findings: Findings
+) -> NoReturn:
+    cls = type(model).__name__
+    filename, lineno = error_line(error) or ("<unknown>", 0)
+    message = FORWARD_RAISED if low is None else LOW_PRECISION_RAISED
+    found = list(findings.values())
+    raise ForwardAuditError(
+        message.format(
+            cls=cls,
+            where=f"{short_path(filename)}:{lineno}",
+            error=f"{type(error).__name__}: {error}",
+            low=dtype_name(low),
+            found=STRAYS_BEFORE.format(found="\n".join(map(str, found)))
+            if found
+            else NO_STRAY_BEFORE,
+        ),
+        found,
+    ) from error

@@ -1,0 +1,112 @@
+"""Call-site bookkeeping: where each tensor of the pass came from, as the user's line.
+
+A tensor an operation makes from nothing (a factory, lifted data, a copy back to the CPU) gets a
+``Site``: the user's line that made it and the module whose code that is. A CPU tensor the pass
+meets without one was made before ``forward`` (a global, a config object, a plain attribute):
+it gets a ``Site`` where it entered. What an operation computes inherits the sites of its
+inputs. ``ByTensor`` keeps such facts by tensor identity without keeping tensors alive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from types import FrameType
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
+
+from .._audit import Finding
+from .._frames import is_library, torch_module
+
+__all__ = ["ByTensor", "Site", "call", "user_line"]
+
+_V = TypeVar("_V")
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """Where a tensor of the pass came from: made at ``filename:lineno``, or entered there."""
+
+    filename: str
+    lineno: int
+    class_name: str  # the module whose code made it
+    module_path: str
+    entered: bool = False
+    typed: bool = False  # its dtype was written in the code: not a dtype stray
+    copied_back: bool = False  # a copy of a stand-in tensor to the CPU
+    random: str = ""  # the random factory that drew it: new at every call, no constant
+    attribute: Finding | None = None  # a plain attribute .to() left behind
+
+
+class ByTensor(Generic[_V]):
+    """A value per tensor, by identity, that does not keep the tensor alive."""
+
+    def __init__(self) -> None:
+        self._map = WeakIdKeyDictionary()
+
+    def get(self, tensor: torch.Tensor) -> _V | None:
+        return self._map.get(tensor)  # type: ignore[no-any-return, no-untyped-call]
+
+    def __setitem__(self, tensor: torch.Tensor, value: _V) -> None:
+        self._map[tensor] = value
+
+    def discard(self, tensor: torch.Tensor) -> None:
+        self._map.pop(tensor, None)  # type: ignore[no-untyped-call]
+
+    def __contains__(self, tensor: torch.Tensor) -> bool:
+        return tensor in self._map
+
+
+def call(twin: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The forward call; the boundary where the search for the user's line stops."""
+    return twin(*args, **kwargs)
+
+
+def user_frame(frame: FrameType | None) -> FrameType | None:
+    """The innermost frame outside torch and autoreg, up to the forward call."""
+    while frame is not None and frame.f_code is not call.__code__:
+        if not is_library(frame.f_code.co_filename):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_line(frame: FrameType | None) -> tuple[str, int]:
+    """The innermost frame outside torch and autoreg, up to the forward call; if there is none
+    (torch's own module), the innermost line of torch/nn/modules."""
+    found = user_frame(frame)
+    if found is not None:
+        return found.f_code.co_filename, found.f_lineno
+    while frame is not None and frame.f_code is not call.__code__:
+        if torch_module(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return "<unknown>", 0
+
+
+class Lines:
+    """The user's line running now, with the module whose code it is."""
+
+    def __init__(self, twin: nn.Module) -> None:
+        # The copy's modules by id, with their paths and classes.
+        self.modules = {id(m): (path, type(m).__name__) for path, m in twin.named_modules()}
+        self.root = self.modules[id(twin)]
+
+    def now(self) -> tuple[str, int, str, str]:
+        """``(filename, lineno, class, module path)``: the user's line (the innermost frame
+        outside torch and autoreg) and the module whose code it is, the nearest ``self`` on the
+        stack that is a module of the copy (the model itself when none is)."""
+        here = sys._getframe(1)
+        frame = user_frame(here)
+        filename, lineno = (
+            user_line(here) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+        )
+        while frame is not None and frame.f_code is not call.__code__:
+            owner = self.modules.get(id(frame.f_locals.get("self")))
+            if owner is not None:
+                return filename, lineno, owner[1], owner[0]
+            frame = frame.f_back
+        return filename, lineno, self.root[1], self.root[0]
