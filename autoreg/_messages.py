@@ -266,6 +266,12 @@ audit_forward() cannot deep-copy {cls}: {error}
 The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
 (copy.deepcopy)."""
 
+CANNOT_COPY_ATTRIBUTE: Final = """\
+audit_forward() cannot deep-copy {cls}: {owner}.{name} = {value} raised {error}
+The audit runs a copy, so that the model given is left as it was. Make {owner}.{name} \
+deep-copyable (give its class a __deepcopy__), or keep it out of the model: a module-level \
+object, or an argument of forward."""
+
 CANNOT_COPY_INPUTS: Final = """\
 audit_forward() cannot deep-copy the inputs: {error}
 The audit runs on copies, so that the inputs given are left as they were."""

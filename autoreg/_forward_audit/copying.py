@@ -24,8 +24,8 @@ from torch.utils._device import DeviceContext
 
 from .._audit import Finding, find_unregistered
 from .._errors import ForwardAuditError
-from .._messages import CANNOT_COPY, CANNOT_COPY_INPUTS
-from .._walk import map_tensors
+from .._messages import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS, describe
+from .._walk import iter_tensors, map_tensors
 from .rules import STAND_IN, tensors_in
 from .sites import ByTensor
 
@@ -37,7 +37,9 @@ def copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
 
     Parameters enter the copy already on the stand-in device, through ``deepcopy``'s memo: the
     weights are never duplicated, and a plain attribute aliasing a parameter follows it, as
-    ``.to()`` on a real device does (it swaps ``param.data`` in place).
+    ``.to()`` on a real device does (it swaps ``param.data`` in place). A tensor with autograd
+    history (a state kept by a training forward), which ``deepcopy`` refuses, enters it as a
+    detached copy of its value.
     """
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
@@ -50,14 +52,38 @@ def copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
         elif type(parameter) is nn.Parameter and parameter.layout == torch.strided:
             stand_in = torch.empty_like(parameter, device=STAND_IN)
             memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
+    for module in model.modules():
+        for value in vars(module).values():
+            for _, tensor in iter_tensors(value):
+                if tensor.grad_fn is not None and id(tensor) not in memo:
+                    memo[id(tensor)] = tensor.detach().clone()
     try:
         twin = copy.deepcopy(model, memo)
     except Exception as error:
-        message = CANNOT_COPY.format(
-            cls=type(model).__name__, error=f"{type(error).__name__}: {error}"
-        )
-        raise ForwardAuditError(message, []) from error
+        raise ForwardAuditError(_cannot_copy(model, memo, error), []) from error
     return twin.to(STAND_IN) if low is None else twin.to(STAND_IN, low)
+
+
+def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> str:
+    """Why ``model`` cannot be deep-copied: the first attribute of one of its modules that
+    cannot, by itself, with its value; else ``error`` as it is."""
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if name == "_modules":
+                continue  # each submodule is tried on its own
+            entries = value.items() if name in ("_parameters", "_buffers") else [(name, value)]
+            for attribute, item in entries:
+                try:
+                    copy.deepcopy(item, dict(memo))
+                except Exception as blocking:  # noqa: BLE001 - this is the one to name
+                    return CANNOT_COPY_ATTRIBUTE.format(
+                        cls=type(model).__name__,
+                        owner=type(module).__name__,
+                        name=attribute,
+                        value=describe(item),
+                        error=f"{type(blocking).__name__}: {blocking}",
+                    )
+    return CANNOT_COPY.format(cls=type(model).__name__, error=f"{type(error).__name__}: {error}")
 
 
 def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor]) -> Any:
