@@ -220,8 +220,15 @@ FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
 FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
 
 FIX_CREATED: Final = (
-    "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
-    "(autoreg.Module registers it)"
+    "device={ref}.device (or .to({ref})); if it is the same at every call, make it once in "
+    "__init__ as a buffer (autoreg.Module registers it)"
+)
+
+FIX_CREATED_SHAPED: Final = "device={ref}.device (or .to({ref}))"
+
+FIX_NO_REFERENCE: Final = (
+    "{what}= that of the model: the code here holds none of its tensors, so pass it one (t) "
+    "and write {what}=t.{what}"
 )
 
 FIX_ENTERED: Final = (

@@ -13,16 +13,14 @@ value-dependent shapes behave as they will.
 from __future__ import annotations
 
 import dataclasses
-import linecache
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._audit import Finding
-from .._messages import brief
 from .finding import ForwardFinding, Kind
-from .fixes import device_fix, dtype_fix
+from .fixes import stray_finding
 from .rules import (
     CPU_OK,
     LIFTS,
@@ -39,7 +37,7 @@ from .rules import (
     with_values,
     written,
 )
-from .sites import ByTensor, Lines, Site
+from .sites import ByTensor, Lines, Site, merged
 
 __all__ = ["Audit"]
 
@@ -52,32 +50,33 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(
         self,
         lines: Lines,
-        names: dict[int, str],
         attributes: dict[int, Finding],
         dtype: torch.dtype | None,
         findings: Findings,
         values: ByTensor[torch.Tensor],
+        input_dims: set[int],
         *,
         devices: bool,
     ) -> None:
-        """``lines``: the user's line now, and whose code it is; ``names``: the copy's parameters
-        and buffers by id; ``attributes``: the plain attributes ``.to()`` left behind, by id;
-        ``dtype``: the pass's floating dtype, against which dtype strays are judged;
-        ``findings``: where findings go; ``values``: the values of stand-in tensors where they
-        are known (the inputs); ``devices``: whether to record device findings (the dtype pass
-        does not repeat them)."""
+        """``lines``: the user's line now, and what the code there names; ``attributes``: the
+        plain attributes ``.to()`` left behind, by id; ``dtype``: the pass's floating dtype,
+        against which dtype strays are judged; ``findings``: where findings go; ``values``: the
+        values of stand-in tensors where they are known (the inputs); ``input_dims``: the
+        inputs' dimensions above 1 (a tensor with one of them is not the same at every call);
+        ``devices``: whether to record device findings (the dtype pass does not repeat them)."""
         super().__init__()  # type: ignore[no-untyped-call]
         self.lines = lines
-        self.names = names
         self.attributes = attributes
         self.dtype = dtype
         self.findings = findings
         # Known values: the inputs (the caller's tensors, never written to) and what is computed
         # from them alone (lengths.max(), mask.all()).
         self.values = values
+        self.input_dims = input_dims
         self.devices = devices
         self.moved_grad = False  # a stray that requires grad was moved: backward may not follow
-        self.sites: ByTensor[Site] = ByTensor()
+        self.sites: ByTensor[tuple[Site, ...]] = ByTensor()
+        self.foreign: set[int] = set()  # the storages of the tensors made before the pass
         self.made: ByTensor[tuple[str, int]] = ByTensor()  # the user's line that computed it
 
     def __torch_dispatch__(
@@ -107,8 +106,9 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     self.moved_grad = self.moved_grad or tensor.requires_grad
                     replace[id(tensor)] = tensor.to(STAND_IN)
         for tensor in written(func, args, kwargs):
-            site = self.sites.get(tensor)
-            if tensor.device.type == "cpu" and (site is None or site.entered):
+            if tensor.device.type == "cpu" and (
+                tensor not in self.sites or tensor.untyped_storage().data_ptr() in self.foreign
+            ):
                 # Not made by this pass (a global, a closure's): written on a copy, so that the
                 # caller's state is left as it was.
                 replace.setdefault(id(tensor), tensor.clone())
@@ -119,10 +119,12 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if original is None:  # values read back from the stand-in device: ones
                 original = torch.ones(args[0].shape, dtype=args[0].dtype)
             out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
-            self.sites[out] = Site(
-                *self.lines.now(),
-                copied_back=True,
-                typed=kwargs.get("dtype") not in (None, args[0].dtype),
+            self.sites[out] = (
+                self.lines.site(
+                    "copied back",
+                    copied_back=True,
+                    typed=kwargs.get("dtype") not in (None, args[0].dtype),
+                ),
             )
             return out
         try:
@@ -238,16 +240,17 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
         if tensor.dtype in (low, torch.bool) or not tensor.dim():
             return False
-        site = self.sites.get(tensor)
-        return site is not None and not site.typed
+        sites = self.sites.get(tensor)
+        return sites is not None and any(not site.typed for site in sites)
 
     # --- tags ---------------------------------------------------------------------------------
 
     def _tag_entered(self, tensor: torch.Tensor, name: str) -> None:
         if name in LIFTS:
             return  # torch.tensor(data) in forward: tagged as made there, below
-        site = Site(*self.lines.now(), entered=True, attribute=self.attributes.get(id(tensor)))
-        self.sites[tensor] = site
+        attribute = self.attributes.get(id(tensor))
+        self.sites[tensor] = (self.lines.site("entered", entered=True, attribute=attribute),)
+        self.foreign.add(tensor.untyped_storage().data_ptr())
 
     def _tag_outputs(
         self,
@@ -260,30 +263,29 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         outputs = tensors_in(result)
         if not outputs:
             return
-        site: Site | None = None
+        sites: tuple[Site, ...] | None
         if name in LIFTS or not tensors:  # made from nothing: a factory, or lifted data
-            site = Site(
-                *self.lines.now(),
+            made = self.lines.site(
+                name,
                 typed=kwargs.get("dtype") is not None,
                 random=name if name in RANDOM else "",
+                shaped=not self.input_dims.isdisjoint(outputs[0].shape),
             )
-        else:
-            site = next((s for t in tensors if (s := self.sites.get(t)) is not None), None)
+            sites = (made,)
+        else:  # computed: from every site of its inputs
+            sites = merged(self.sites.get(t) for t in tensors)
             if (
-                site is not None
+                sites is not None
                 and name == "_to_copy"
                 and kwargs.get("dtype") not in (None, tensors[0].dtype)
             ):
-                site = dataclasses.replace(site, typed=True)
-        line = self.lines.now()[:2]
+                sites = tuple(dataclasses.replace(site, typed=True) for site in sites)
+        line = self.lines.line()
         for out in outputs:
             if out not in self.made:
                 self.made[out] = line
-        if site is None:
-            return
-        for out in outputs:
-            if out not in self.sites:
-                self.sites[out] = site
+            if sites is not None and out not in self.sites:
+                self.sites[out] = sites
 
     # --- findings -------------------------------------------------------------------------------
 
@@ -297,32 +299,18 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         raises: bool = False,
         result: torch.dtype | None = None,
     ) -> None:
-        site = self.sites.get(tensor)
-        if site is None:  # a 0-dim tensor, or one lifted by torch.tensor: tag it here
-            site = Site(*self.lines.now())
-            self.sites[tensor] = site
-        key = (kind, site.filename, site.lineno)
-        if key in self.findings:
-            return
+        """Record a finding for each site ``tensor`` came from (for a dtype finding: each site
+        whose code did not write its dtype); ``result``: the dtype ``func`` promoted to."""
+        sites = self.sites.get(tensor)
+        if sites is None:  # a 0-dim tensor, or one lifted by torch.tensor: tag it here
+            sites = (self.lines.site("made"),)
+            self.sites[tensor] = sites
         op = func.overloadpacket.__name__
-        ref = next((self.names[id(t)] for t in stand_in if id(t) in self.names), "x")
-        if kind == "device":
-            fix = device_fix(site, ref)
-        else:
-            fix = dtype_fix(ref, op, tensor.dtype, self.dtype, None if raises else result)
-        op_filename, op_lineno = self.lines.now()[:2]
-        self.findings[key] = ForwardFinding(
-            kind=kind,
-            filename=site.filename,
-            lineno=site.lineno,
-            source=linecache.getline(site.filename, site.lineno).strip(),
-            op=op,
-            op_filename=op_filename,
-            op_lineno=op_lineno,
-            tensor=brief(tensor),
-            entered=site.entered,
-            fix=fix,
-            attribute="",
-            class_name=site.class_name,
-            module_path=site.module_path,
-        )
+        op_line = self.lines.line()
+        for site in sites:
+            key = (kind, *site.key)
+            if key in self.findings or (kind == "dtype" and site.typed):
+                continue
+            self.findings[key] = stray_finding(
+                kind, site, tensor, op, op_line, stand_in, self.dtype, None if raises else result
+            )

@@ -68,10 +68,9 @@ def _run(
     values: ByTensor[torch.Tensor] = ByTensor()
     inputs = copy_inputs((args, kwargs), low, values)
     dtype = low or next((t.dtype for t in state(twin) if t.is_floating_point()), None)
-    names = {id(t): name for name, t in twin.named_parameters()}
-    names.update({id(t): name for name, t in twin.named_buffers()})
     attributes = strand(twin)
-    audit = Audit(Lines(twin), names, attributes, dtype, findings, values, devices=low is None)
+    dims = {d for t in tensors_in((args, kwargs)) for d in t.shape if d > 1}
+    audit = Audit(Lines(twin), attributes, dtype, findings, values, dims, devices=low is None)
     stores = StoreWatch(twin) if low is None else None
     grad = torch.enable_grad() if backward else torch.no_grad()
     try:

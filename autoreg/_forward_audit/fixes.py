@@ -1,6 +1,16 @@
-"""The fix each forward finding suggests, chosen from what the pass knows about the tensor."""
+"""What each forward finding says: the fix, in the names the code at the finding's line has.
+
+A fix names a tensor whose device (or dtype) to use: ``device=x.device``. The name is the one the
+code that made the stray has for it: a local of that frame (``x``), else a parameter or buffer of
+the module whose ``self`` that frame has (``self.cell.bias_hh``), never a path from the audited
+model. A tensor that has one of the inputs' dimensions is made anew at each call and is never
+called a constant.
+"""
 
 from __future__ import annotations
+
+import itertools
+import linecache
 
 import torch
 from torch import nn
@@ -10,18 +20,76 @@ from .._messages import (
     FIX_ATTRIBUTE,
     FIX_COPIED_BACK,
     FIX_CREATED,
+    FIX_CREATED_SHAPED,
     FIX_ENTERED,
+    FIX_NO_REFERENCE,
     FIX_PROMOTES,
     FIX_RAISES,
     FIX_RANDOM,
     FIX_RANDOM_LIKE,
     FIX_STORED,
     FIX_STORED_CONTAINER,
+    brief,
 )
 from .._mixin import AutoRegisterMixin
+from .finding import ForwardFinding, Kind
+from .rules import STAND_IN
 from .sites import Site
 
-__all__ = ["device_fix", "dtype_fix", "dtype_name", "stored_fix"]
+__all__ = ["dtype_name", "stored_fix", "stray_finding"]
+
+
+def stray_finding(
+    kind: Kind,
+    site: Site,
+    tensor: torch.Tensor,
+    op: str,
+    op_line: tuple[str, int],
+    candidates: list[torch.Tensor],
+    low: torch.dtype | None,
+    result: torch.dtype | None,
+) -> ForwardFinding:
+    """The finding for ``tensor``, from ``site``, that ``op`` mixed in at ``op_line`` next to
+    ``candidates`` (in ``low``); ``result``: the dtype ``op`` promoted to, ``None`` when it
+    raised (or would on CUDA)."""
+    if kind == "device":
+        ref = reference(site, candidates, None)
+        fix = device_fix(site, ref) if ref else FIX_NO_REFERENCE.format(what="device")
+    else:
+        ref = reference(site, candidates, low)
+        fix = dtype_fix(ref, op, tensor.dtype, low, result) if ref else ""
+        fix = fix or FIX_NO_REFERENCE.format(what="dtype")
+    return ForwardFinding(
+        kind=kind,
+        filename=site.filename,
+        lineno=site.lineno,
+        source=linecache.getline(site.filename, site.lineno).strip(),
+        op=op,
+        op_filename=op_line[0],
+        op_lineno=op_line[1],
+        tensor=brief(tensor),
+        entered=site.entered,
+        fix=fix,
+        attribute="",
+        class_name=site.class_name,
+        module_path=site.module_path,
+    )
+
+
+def reference(site: Site, candidates: list[torch.Tensor], dtype: torch.dtype | None) -> str:
+    """The name the code at ``site`` has for a tensor on the model's device (in ``dtype``): one
+    of ``candidates`` (the operation's) if it names one, else any it names; ``""`` if none."""
+
+    def fits(tensor: torch.Tensor) -> bool:
+        return tensor.device.type == STAND_IN.type and dtype in (None, tensor.dtype)
+
+    named = [(name, t) for name, t in site.refs if fits(t)]
+    members = [(f"self.{name}", t) for name, t in _state(site.owner) if fits(t)]
+    wanted = {id(t) for t in candidates}
+    for name, tensor in itertools.chain(named, members):
+        if id(tensor) in wanted:
+            return name
+    return next((name for name, _ in itertools.chain(named, members)), "")
 
 
 def device_fix(site: Site, ref: str) -> str:
@@ -34,7 +102,9 @@ def device_fix(site: Site, ref: str) -> str:
         return FIX_ENTERED.format(ref=ref)
     if site.random in ("rand", "randn"):
         return FIX_RANDOM_LIKE.format(ref=ref, op=site.random)
-    return (FIX_RANDOM if site.random else FIX_CREATED).format(ref=ref)
+    if site.random:
+        return FIX_RANDOM.format(ref=ref)
+    return (FIX_CREATED_SHAPED if site.shaped else FIX_CREATED).format(ref=ref)
 
 
 def dtype_fix(
@@ -61,3 +131,9 @@ def stored_fix(holder: nn.Module, finding: Finding) -> str:
 
 def dtype_name(dtype: torch.dtype | None) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def _state(module: nn.Module | None) -> list[tuple[str, torch.Tensor]]:
+    if module is None:
+        return []
+    return [*module.named_parameters(), *module.named_buffers()]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Iterable
 from types import FrameType
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import torch
 from torch import nn
@@ -21,24 +22,48 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .._audit import Finding
 from .._frames import is_library, torch_module
 
-__all__ = ["ByTensor", "Site", "call", "user_line"]
+__all__ = ["ByTensor", "Lines", "Site", "call", "merged", "user_line"]
 
 _V = TypeVar("_V")
+MAX_SITES: Final = 8  # the sites one tensor remembers: a tensor mixed from more is rare
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Site:
-    """Where a tensor of the pass came from: made at ``filename:lineno``, or entered there."""
+    """Where a tensor of the pass came from: made at ``filename:lineno``, or entered there.
+
+    ``class_name`` and ``module_path`` name the module whose code that is; ``origin`` says what
+    made it there (the factory, ``"entered"``, ``"copied back"``), so that two tensors of one line
+    are two sites. ``refs`` are the tensors the code there names (its locals) and ``owner`` the
+    module that is its ``self``: the names a fix can use.
+    """
 
     filename: str
     lineno: int
-    class_name: str  # the module whose code made it
+    class_name: str
     module_path: str
-    entered: bool = False
+    origin: str
+    refs: tuple[tuple[str, torch.Tensor], ...] = ()
+    owner: nn.Module | None = None
+    entered: bool = False  # made before forward: a global, a closure's, a plain attribute
     typed: bool = False  # its dtype was written in the code: not a dtype stray
     copied_back: bool = False  # a copy of a stand-in tensor to the CPU
     random: str = ""  # the random factory that drew it: new at every call, no constant
+    shaped: bool = False  # one of its dimensions is one of the inputs': not the same every call
     attribute: Finding | None = None  # a plain attribute .to() left behind
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return self.filename, self.lineno, self.origin
+
+
+def merged(groups: Iterable[tuple[Site, ...] | None]) -> tuple[Site, ...] | None:
+    """The sites of all ``groups``, each once, in order (at most ``MAX_SITES``)."""
+    found: dict[tuple[str, int, str, bool], Site] = {}
+    for group in groups:
+        for site in group or ():
+            found.setdefault((*site.key, site.typed), site)
+    return tuple(found.values())[:MAX_SITES] or None
 
 
 class ByTensor(Generic[_V]):
@@ -88,25 +113,34 @@ def user_line(frame: FrameType | None) -> tuple[str, int]:
 
 
 class Lines:
-    """The user's line running now, with the module whose code it is."""
+    """The user's line running now, and what the code there names."""
 
     def __init__(self, twin: nn.Module) -> None:
         # The copy's modules by id, with their paths and classes.
         self.modules = {id(m): (path, type(m).__name__) for path, m in twin.named_modules()}
         self.root = self.modules[id(twin)]
 
-    def now(self) -> tuple[str, int, str, str]:
-        """``(filename, lineno, class, module path)``: the user's line (the innermost frame
-        outside torch and autoreg) and the module whose code it is, the nearest ``self`` on the
-        stack that is a module of the copy (the model itself when none is)."""
+    def line(self) -> tuple[str, int]:
+        """The user's line: the innermost frame outside torch and autoreg."""
+        return user_line(sys._getframe(1))
+
+    def site(self, origin: str, **flags: Any) -> Site:
+        """A ``Site`` at the user's line, with the module whose code it is: the nearest ``self``
+        on the stack that is a module of the copy (the model itself when none is)."""
         here = sys._getframe(1)
         frame = user_frame(here)
-        filename, lineno = (
-            user_line(here) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
-        )
-        while frame is not None and frame.f_code is not call.__code__:
-            owner = self.modules.get(id(frame.f_locals.get("self")))
-            if owner is not None:
-                return filename, lineno, owner[1], owner[0]
-            frame = frame.f_back
-        return filename, lineno, self.root[1], self.root[0]
+        if frame is None:  # torch's own module
+            return Site(*user_line(here), self.root[1], self.root[0], origin, **flags)
+        local = frame.f_locals
+        refs = tuple((n, v) for n, v in local.items() if isinstance(v, torch.Tensor))
+        owner = local.get("self") if id(local.get("self")) in self.modules else None
+        path, cls = self.root
+        caller: FrameType | None = frame
+        while caller is not None and caller.f_code is not call.__code__:
+            found = self.modules.get(id(caller.f_locals.get("self")))
+            if found is not None:
+                path, cls = found
+                break
+            caller = caller.f_back
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        return Site(filename, lineno, cls, path, origin, refs, owner, **flags)
