@@ -288,6 +288,18 @@ the forward of {cls} raised on the meta device, at {where}: {error}
 The audit runs one forward on meta, which has no values: an operation meta cannot run \
 (nonzero, a shape that depends on values) stops it. {found}"""
 
+FORWARD_RAISED_GUESSED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: the forward read {guessed} value(s) \
+it could not compute from the inputs alone, and got stand-ins (False, 1), which may be why. \
+{found}"""
+
+FORWARD_OWN_ERROR: Final = """\
+the forward of {cls} raised at {where}: {error}
+This is an error of the forward itself, not a gap of the audit: it raises on the CPU with real \
+values too. Check the inputs given (their number, shapes and dtypes) and the code at that line, \
+then audit again. {found}"""
+
 LOW_PRECISION_RAISED: Final = """\
 the forward of {cls} raised once converted to {low}, at {where}: {error}
 If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \

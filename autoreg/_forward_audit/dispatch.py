@@ -75,6 +75,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.input_dims = input_dims
         self.devices = devices
         self.moved_grad = False  # a stray that requires grad was moved: backward may not follow
+        self.guessed = 0  # the values read that the pass did not know: stand-ins were used
         self.sites: ByTensor[tuple[Site, ...]] = ByTensor()
         self.foreign: set[int] = set()  # the storages of the tensors made before the pass
         self.made: ByTensor[tuple[str, int]] = ByTensor()  # the user's line that computed it
@@ -192,6 +193,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         known = with_values(self.values, args, kwargs)
         if known is not None:
             return func(*known[0], **known[1])
+        self.guessed += 1
         tensor = args[0]
         if func.overloadpacket.__name__ != "_local_scalar_dense" or tensor.dtype == torch.bool:
             return False  # bool(t), torch.equal(a, b), a boolean's .item()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import traceback
 from typing import Any, Final, NoReturn
 
 import torch
@@ -9,8 +11,15 @@ from torch import nn
 
 from .._audit import check_module
 from .._errors import ForwardAuditError
-from .._frames import error_line, short_path
-from .._messages import FORWARD_RAISED, LOW_PRECISION_RAISED, NO_STRAY_BEFORE, STRAYS_BEFORE
+from .._frames import error_line, is_library, short_path
+from .._messages import (
+    FORWARD_OWN_ERROR,
+    FORWARD_RAISED,
+    FORWARD_RAISED_GUESSED,
+    LOW_PRECISION_RAISED,
+    NO_STRAY_BEFORE,
+    STRAYS_BEFORE,
+)
 from .copying import copy_inputs, copy_model, default_device_cpu, rng_kept, state, strand
 from .dispatch import Audit, Findings
 from .finding import ForwardFinding
@@ -22,6 +31,8 @@ from .stores import StoreWatch, stored_findings
 __all__ = ["LOW_PRECISION", "audit_forward"]
 
 LOW_PRECISION: Final = torch.bfloat16
+# "meta tensors", "'Meta' backend", "register_meta"; not "metadata"
+_META: Final = re.compile(r"(?<![a-z])meta(?![a-z])", re.IGNORECASE)
 
 
 def audit_forward(
@@ -78,7 +89,7 @@ def _run(
             output = call(twin, *inputs)
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
-        _raise_forward_error(error, model, low, findings)
+        _raise_forward_error(error, model, low, audit, findings)
     if stores is not None:
         for key, finding in stored_findings(twin, attributes, stores.lines, audit.made):
             findings.setdefault(key, finding)
@@ -89,17 +100,26 @@ def _run(
             torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
     except Exception as error:  # noqa: BLE001 - raised again unless the audit caused it
         if not audit.moved_grad:
-            _raise_forward_error(error, model, low, findings)
+            _raise_forward_error(error, model, low, audit, findings)
         # Else autograd expects the gradient of a stray the audit moved on its old device: the
         # backward pass ends there, with its findings.
 
 
 def _raise_forward_error(
-    error: Exception, model: nn.Module, low: torch.dtype | None, findings: Findings
+    error: Exception, model: nn.Module, low: torch.dtype | None, audit: Audit, findings: Findings
 ) -> NoReturn:
+    """Raise ``ForwardAuditError`` for ``error``, which stopped a pass: as a gap of the meta
+    device, as an error of the forward itself, or as the low-precision pass failing."""
     cls = type(model).__name__
     filename, lineno = error_line(error) or ("<unknown>", 0)
-    message = FORWARD_RAISED if low is None else LOW_PRECISION_RAISED
+    if low is not None:
+        message = LOW_PRECISION_RAISED
+    elif _meta_gap(error):
+        message = FORWARD_RAISED
+    elif audit.guessed:
+        message = FORWARD_RAISED_GUESSED
+    else:
+        message = FORWARD_OWN_ERROR
     found = list(findings.values())
     raise ForwardAuditError(
         message.format(
@@ -107,9 +127,21 @@ def _raise_forward_error(
             where=f"{short_path(filename)}:{lineno}",
             error=f"{type(error).__name__}: {error}",
             low=dtype_name(low),
+            guessed=audit.guessed,
             found=STRAYS_BEFORE.format(found="\n".join(map(str, found)))
             if found
             else NO_STRAY_BEFORE,
         ),
         found,
     ) from error
+
+
+def _meta_gap(error: Exception) -> bool:
+    """Whether ``error`` is the meta device's: an operation it cannot run without values (it
+    says so: "meta", or torch's ``NotImplementedError``), not an error of the forward itself
+    (wrong input shapes, a bug), which is raised the same on any device."""
+    if _META.search(str(error)):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    raised_by_torch = not frames or is_library(frames[-1].filename)
+    return isinstance(error, NotImplementedError) and raised_by_torch
