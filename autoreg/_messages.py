@@ -256,6 +256,11 @@ FIX_STORED_CONTAINER: Final = (
     "carries the {kind}), or one non-persistent buffer per tensor"
 )
 
+BAD_FORWARD_MODE: Final = (
+    "audit_forward() got mode={value!r}: use 'train', 'eval' or 'both', or leave it out to audit "
+    "the mode the model is in"
+)
+
 FORWARD_FINDING: Final = """\
 {where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
     fix: {finding.fix}"""

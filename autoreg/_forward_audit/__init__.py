@@ -52,7 +52,15 @@ The modules: ``entry`` (the passes), ``copying``, ``dispatch``, ``rules``, ``sit
 tables live in ``autoreg._report``.
 """
 
-from .entry import LOW_PRECISION, audit_forward
-from .finding import ForwardFinding, Kind
+from .entry import LOW_PRECISION, audit_forward, audited_modes
+from .finding import ForwardFinding, Kind, ModeChoice, ModeName
 
-__all__ = ["LOW_PRECISION", "ForwardFinding", "Kind", "audit_forward"]
+__all__ = [
+    "LOW_PRECISION",
+    "ForwardFinding",
+    "Kind",
+    "ModeChoice",
+    "ModeName",
+    "audit_forward",
+    "audited_modes",
+]

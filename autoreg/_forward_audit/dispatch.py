@@ -314,5 +314,13 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if key in self.findings or (kind == "dtype" and site.typed):
                 continue
             self.findings[key] = stray_finding(
-                kind, site, tensor, op, op_line, stand_in, self.dtype, None if raises else result
+                kind,
+                site,
+                tensor,
+                op,
+                op_line,
+                stand_in,
+                self.dtype,
+                None if raises else result,
+                self.lines.mode,
             )

@@ -13,6 +13,7 @@ from .._audit import check_module
 from .._errors import ForwardAuditError
 from .._frames import error_line, is_library, short_path
 from .._messages import (
+    BAD_FORWARD_MODE,
     FORWARD_OWN_ERROR,
     FORWARD_RAISED,
     FORWARD_RAISED_GUESSED,
@@ -22,13 +23,13 @@ from .._messages import (
 )
 from .copying import copy_inputs, copy_model, default_device_cpu, rng_kept, state, strand
 from .dispatch import Audit, Findings
-from .finding import ForwardFinding
+from .finding import ForwardFinding, ModeChoice, ModeName
 from .fixes import dtype_name
 from .rules import tensors_in
 from .sites import ByTensor, Lines, call
 from .stores import StoreWatch, stored_findings
 
-__all__ = ["LOW_PRECISION", "audit_forward"]
+__all__ = ["LOW_PRECISION", "audit_forward", "audited_modes"]
 
 LOW_PRECISION: Final = torch.bfloat16
 # "meta tensors", "'Meta' backend", "register_meta"; not "metadata"
@@ -39,6 +40,7 @@ def audit_forward(
     model: nn.Module,
     /,
     *args: Any,
+    mode: ModeChoice | None = None,
     backward: bool = False,
     low_precision: torch.dtype | None = LOW_PRECISION,
     **kwargs: Any,
@@ -48,17 +50,33 @@ def audit_forward(
     Runs a copy of ``model`` and of the inputs on the meta device (no GPU, no memory), in the
     model's dtype, then a second pass with the copy and the floating inputs converted to
     ``low_precision`` (``None`` skips it); under ``torch.no_grad()`` unless ``backward=True``
-    (then the backward of every output that requires grad is audited too). ``model``, the inputs
-    and the random number generators are left as they were. Raises ``ForwardAuditError`` when
-    the forward cannot run to its end on the meta device.
+    (then the backward of every output that requires grad is audited too). ``mode``: the copy
+    runs in the mode the model is in (``None``), in ``"train"`` or ``"eval"`` mode, or in
+    ``"both"``, one after the other (code that runs only in training, such as dropout's noise,
+    or only in eval); each finding says its ``mode``. ``model``, its mode, the inputs and the
+    random number generators are left as they were. Raises ``ForwardAuditError`` when the
+    forward cannot run to its end on the meta device.
     """
     check_module(model, "audit_forward")
     findings: Findings = {}
     with rng_kept():
-        _run(model, args, kwargs, None, backward, findings)
-        if low_precision is not None:
-            _run(model, args, kwargs, low_precision, backward, findings)
+        for name in audited_modes(model, mode):
+            training = None if mode is None else name == "train"
+            _run(model, args, kwargs, None, training, backward, findings)
+            if low_precision is not None:
+                _run(model, args, kwargs, low_precision, training, backward, findings)
     return list(findings.values())
+
+
+def audited_modes(model: nn.Module, mode: ModeChoice | None) -> tuple[ModeName, ...]:
+    """The modes ``audit_forward(model, ..., mode=mode)`` runs the model in, in order."""
+    if mode is None:
+        return ("train",) if model.training else ("eval",)
+    if mode == "both":
+        return ("train", "eval")
+    if mode in ("train", "eval"):
+        return (mode,)
+    raise ValueError(BAD_FORWARD_MODE.format(value=mode))
 
 
 def _run(
@@ -66,22 +84,28 @@ def _run(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     low: torch.dtype | None,
+    training: bool | None,
     backward: bool,
     findings: Findings,
 ) -> None:
-    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``.
+    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``,
+    in training mode or not (``None``: each module in the mode it is in).
 
     The pass in the model's own dtype (``low=None``) records the device findings, the state
     forward stores, and the dtype findings against the model's floating dtype (a float64 numpy
     array in a float32 model).
     """
     twin = copy_model(model, low)
+    if training is not None:
+        twin.train(training)
+    mode: ModeName = "train" if twin.training else "eval"
     values: ByTensor[torch.Tensor] = ByTensor()
     inputs = copy_inputs((args, kwargs), low, values)
     dtype = low or next((t.dtype for t in state(twin) if t.is_floating_point()), None)
     attributes = strand(twin)
     dims = {d for t in tensors_in((args, kwargs)) for d in t.shape if d > 1}
-    audit = Audit(Lines(twin), attributes, dtype, findings, values, dims, devices=low is None)
+    lines = Lines(twin, mode)
+    audit = Audit(lines, attributes, dtype, findings, values, dims, devices=low is None)
     stores = StoreWatch(twin) if low is None else None
     grad = torch.enable_grad() if backward else torch.no_grad()
     try:
@@ -91,7 +115,7 @@ def _run(
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
         _raise_forward_error(error, model, low, audit, findings)
     if stores is not None:
-        for key, finding in stored_findings(twin, attributes, stores.lines, audit.made):
+        for key, finding in stored_findings(twin, mode, attributes, stores.lines, audit.made):
             findings.setdefault(key, finding)
     if not (backward and roots):
         return

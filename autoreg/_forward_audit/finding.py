@@ -8,9 +8,11 @@ from typing import Any, Literal
 from .._frames import short_path
 from .._messages import FORWARD_FINDING, STORED_FINDING
 
-__all__ = ["ForwardFinding", "Kind", "op_where"]
+__all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "op_where"]
 
 Kind = Literal["device", "dtype", "stored"]
+ModeName = Literal["train", "eval"]  # the mode a pass ran the model in
+ModeChoice = Literal["train", "eval", "both"]  # what audit_forward(mode=...) takes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +31,8 @@ class ForwardFinding:
     ``class_name`` and ``module_path`` name the module whose code made the tensor (for
     ``"stored"``: the module whose attribute holds it), its path dotted from the audited model
     (``""`` for the model itself); ``attribute`` is the attribute stored (``""`` for the other
-    kinds).
+    kinds). ``mode`` is the mode the pass that found it ran the model in: ``"train"`` or
+    ``"eval"``.
     """
 
     kind: Kind
@@ -45,6 +48,7 @@ class ForwardFinding:
     attribute: str
     class_name: str
     module_path: str
+    mode: ModeName
 
     def __str__(self) -> str:
         template = STORED_FINDING if self.kind == "stored" else FORWARD_FINDING

@@ -32,7 +32,7 @@ from .._messages import (
     brief,
 )
 from .._mixin import AutoRegisterMixin
-from .finding import ForwardFinding, Kind
+from .finding import ForwardFinding, Kind, ModeName
 from .rules import STAND_IN
 from .sites import Site
 
@@ -48,6 +48,7 @@ def stray_finding(
     candidates: list[torch.Tensor],
     low: torch.dtype | None,
     result: torch.dtype | None,
+    mode: ModeName,
 ) -> ForwardFinding:
     """The finding for ``tensor``, from ``site``, that ``op`` mixed in at ``op_line`` next to
     ``candidates`` (in ``low``); ``result``: the dtype ``op`` promoted to, ``None`` when it
@@ -73,6 +74,7 @@ def stray_finding(
         attribute="",
         class_name=site.class_name,
         module_path=site.module_path,
+        mode=mode,
     )
 
 

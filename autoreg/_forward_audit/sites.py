@@ -21,6 +21,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .._audit import Finding
 from .._frames import is_library, torch_module
+from .finding import ModeName
 
 __all__ = ["ByTensor", "Lines", "Site", "call", "merged", "user_line"]
 
@@ -115,7 +116,8 @@ def user_line(frame: FrameType | None) -> tuple[str, int]:
 class Lines:
     """The user's line running now, and what the code there names."""
 
-    def __init__(self, twin: nn.Module) -> None:
+    def __init__(self, twin: nn.Module, mode: ModeName) -> None:
+        self.mode = mode  # the mode the pass runs the copy in
         # The copy's modules by id, with their paths and classes.
         self.modules = {id(m): (path, type(m).__name__) for path, m in twin.named_modules()}
         self.root = self.modules[id(twin)]

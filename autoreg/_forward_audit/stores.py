@@ -23,7 +23,7 @@ from torch import nn
 
 from .._audit import Finding, locate_unregistered
 from .._messages import brief
-from .finding import ForwardFinding
+from .finding import ForwardFinding, ModeName
 from .fixes import stored_fix
 from .sites import ByTensor, user_line
 
@@ -73,6 +73,7 @@ class StoreWatch:
 
 def stored_findings(
     twin: nn.Module,
+    mode: ModeName,
     before: dict[int, Finding],
     lines: dict[tuple[int, str], Line],
     made: ByTensor[Line],
@@ -102,6 +103,7 @@ def stored_findings(
             attribute=finding.attribute,
             class_name=finding.class_name,
             module_path=entry.holder_path,
+            mode=mode,
         )
         found.append((key, stored))
     return found

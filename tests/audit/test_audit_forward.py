@@ -121,8 +121,10 @@ def test_each_finding_reads_as_a_line_and_a_fix() -> None:
         "attribute",
         "class_name",
         "module_path",
+        "mode",
     }
     assert (device.attribute, device.class_name, device.module_path) == ("", "Net", "")
+    assert device.mode == "train"
 
 
 # --- the zoo of real patterns ---------------------------------------------------------------------

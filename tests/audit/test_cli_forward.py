@@ -179,6 +179,7 @@ def test_json_adds_the_forward_findings(
         "attribute": "",
         "class_name": "Positions",
         "module_path": "",
+        "mode": "train",
     }
     assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not
 
