@@ -17,15 +17,18 @@ from ._audit import find_unregistered
 from ._errors import ForwardAuditError
 from ._forward_audit import ForwardFinding, ModeChoice, audit_forward, audited_modes
 from ._messages import (
+    A_MODULE_INSTANCE,
     AUDIT_DESCRIPTION,
     AUDIT_FORWARD_HELP,
     AUDIT_HELP,
     AUDIT_JSON_HELP,
     AUDIT_MODE_HELP,
     AUDIT_TARGET_HELP,
+    CALLED,
     FORWARD_FAILED,
     MODE_WITHOUT_FORWARD,
     NOT_A_FORWARD,
+    NOT_CALLED,
 )
 from ._report import audit_json, report_text
 from ._target import EXIT_CLEAN, EXIT_FINDINGS, Target, UsageError, emit, load
@@ -73,8 +76,8 @@ def _mode(args: argparse.Namespace) -> ModeChoice | None:
 
 def _audit_forward(target: Target, mode: ModeChoice | None) -> list[ForwardFinding]:
     if target.args is None:
-        shown = f"the module {type(target.model).__name__}(...)"
-        called = "() returned" if target.called else " is"
+        shown = A_MODULE_INSTANCE.format(cls=type(target.model).__name__)
+        called = CALLED if target.called else NOT_CALLED
         raise UsageError(NOT_A_FORWARD.format(target=target.name, called=called, value=shown))
     try:
         return audit_forward(target.model, *target.args, mode=mode, **target.kwargs)

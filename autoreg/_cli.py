@@ -16,7 +16,7 @@ from typing import Final
 from . import _audit_cli
 from ._config import environment_mode
 from ._errors import ConfigurationError
-from ._messages import CLI_DESCRIPTION
+from ._messages import CLI_DESCRIPTION, USAGE_ERROR
 from ._target import EXIT_USAGE, UsageError, prog
 
 __all__ = ["main"]
@@ -38,9 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         environment_mode()  # a bad AUTOREG_MODE is a usage error, before anything is built
         return runs[args.command](args)
-    except (UsageError, ConfigurationError) as error:
-        message = (
-            " ".join(str(error).splitlines()) if isinstance(error, ConfigurationError) else error
-        )
-        print(f"{prog()} {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+    except UsageError as error:
+        return _usage_error(args.command, str(error))
+    except ConfigurationError as error:  # its message spans lines: one line here
+        return _usage_error(args.command, " ".join(str(error).splitlines()))
+
+
+def _usage_error(command: str, message: str) -> int:
+    print(USAGE_ERROR.format(prog=prog(), command=command, message=message), file=sys.stderr)
+    return EXIT_USAGE

@@ -27,9 +27,27 @@ def describe(value: Any) -> str:
 
 def brief(tensor: torch.Tensor) -> str:
     """``float32[16, 16] cpu``, with ``, requires grad`` when it does: a tensor in a table."""
-    dtype = str(tensor.dtype).removeprefix("torch.")
-    text = f"{dtype}{list(tensor.shape)} {tensor.device}"
+    text = f"{dtype_name(tensor.dtype)}{list(tensor.shape)} {tensor.device}"
     return text + ", requires grad" if tensor.requires_grad else text
+
+
+def dtype_name(dtype: torch.dtype | None) -> str:
+    """``float32``: a dtype without its ``torch.`` prefix."""
+    return str(dtype).removeprefix("torch.")
+
+
+def describe_error(error: BaseException) -> str:
+    """``TypeError: message`` (the type alone when the message is empty): an error quoted in
+    another message."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def describe_object(value: object) -> str:
+    """``the class Net`` for a class; the ``repr`` of anything else: what a target gave."""
+    return A_CLASS.format(name=value.__qualname__) if isinstance(value, type) else repr(value)
+
+
+A_CLASS: Final = "the class {name}"
 
 
 # --- class definition (class keywords) -----------------------------------------------------------
@@ -261,6 +279,10 @@ BAD_FORWARD_MODE: Final = (
     "the mode the model is in"
 )
 
+OP_AT_LINE: Final = "{op} (line {lineno})"  # an operation on another line of the same file
+
+OP_AT: Final = "{op} ({where})"  # an operation in another file
+
 FORWARD_FINDING: Final = """\
 {where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
     fix: {finding.fix}"""
@@ -383,3 +405,13 @@ FORWARD_SUMMARY: Final = (
 )
 
 FACTORY_NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
+
+RAISED_AT: Final = "{error} (at {where})"  # an error of the user's code, at the user's line
+
+A_MODULE_INSTANCE: Final = "the module {cls}(...)"
+
+CALLED: Final = "() returned"  # NOT_A_FORWARD: what a factory returned ...
+
+NOT_CALLED: Final = " is"  # ... or what a target names
+
+USAGE_ERROR: Final = "{prog} {command}: error: {message}"

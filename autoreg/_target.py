@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from torch import nn
 
-from ._frames import error_line, short_path
+from ._frames import error_line, location, short_path
 from ._messages import (
     FACTORY_NOT_A_MODULE,
     FACTORY_RAISED,
@@ -29,6 +29,9 @@ from ._messages import (
     NO_MODULE,
     NO_NAME,
     NOT_CALLABLE,
+    RAISED_AT,
+    describe_error,
+    describe_object,
 )
 
 __all__ = [
@@ -82,7 +85,7 @@ def load(target: str) -> Target:
             and isinstance(kwargs, dict)
         ):
             return Target(target, model, tuple(args), kwargs)
-    raise UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=_typename(value)))
+    raise UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=describe_object(value)))
 
 
 def emit(text: str) -> None:
@@ -129,7 +132,7 @@ def _resolve(target: str) -> tuple[object, bool]:
     if isinstance(namespace, nn.Module):
         return namespace, False
     if not callable(namespace):
-        raise UsageError(NOT_CALLABLE.format(target=target, value=_typename(namespace)))
+        raise UsageError(NOT_CALLABLE.format(target=target, value=describe_object(namespace)))
     try:
         return namespace(), True
     except Exception as error:  # noqa: BLE001 - any failure of the user's factory is reported
@@ -147,12 +150,7 @@ def _dotted(path: str, attribute: str) -> str:
 def _brief(error: BaseException) -> str:
     """``TypeError: message (at path/to/file.py:12)``: the error and the user's line that raised
     it, the innermost outside torch and autoreg (none when the call itself failed)."""
-    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     line = error_line(error)
     if line is None:
-        return text
-    return f"{text} (at {short_path(line[0])}:{line[1]})"
-
-
-def _typename(value: object) -> str:
-    return f"the class '{value.__qualname__}'" if isinstance(value, type) else f"{value!r}"
+        return describe_error(error)
+    return RAISED_AT.format(error=describe_error(error), where=location(*line))
