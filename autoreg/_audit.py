@@ -1,4 +1,4 @@
-"""Audit any module for tensors that ``.to()`` would leave behind, and adopt third-party instances.
+"""Audit any module for tensors that ``.to()`` would leave behind: ``find_unregistered``.
 
 Design note
 -----------
@@ -10,10 +10,10 @@ list, tuple and dict attributes (walked by ``_walk.iter_tensors``, so the audit 
 that reaches it, in ``named_modules()`` order. Not findings:
 
 - parameters and buffers of any module in the tree, wherever else they are referenced;
-- what an autoreg module carries (``_carry.carried``: what its ``.to()`` converts), except
-  weights (leaves that require grad), which it leaves, so those are findings. Only instances of
-  autoreg classes carry: one unpickled after its class went back to ``nn.Module`` keeps autoreg's
-  keys, but nothing converts its tensors;
+- what an autoreg module carries (``carried_by_autoreg``, which asks the core): its ``.to()``
+  converts those tensors - except leaves that require grad, which it leaves, so those are
+  findings. Only an instance of an autoreg class carries: one unpickled after its class went back
+  to ``nn.Module`` keeps autoreg's keys, but no ``.to()`` acts on them any more;
 - a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
   whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
   the model fills it in an eval forward and looks entries up by the device it runs on, and its
@@ -31,9 +31,6 @@ as an activation kept from a forward pass (the fix says that it is replaced or s
 detached). A module held in a container (a plain list where ``nn.ModuleList`` was meant) is
 never reached by ``.to()``: its parameters, buffers and plain tensors are all findings (walked with
 ``_walk.iter_modules``). Tensors inside other objects (a config dataclass) are not walked.
-
-``register_tensors`` turns the plain tensor attributes of an existing instance into buffers, with
-the mixin's rules (``_contract.why_no_buffer_slot``), through ``register_buffer``.
 
 Footguns this catches: a ``list`` of tensors where ``autoreg.BufferList`` was meant, a ``list``
 of modules where ``nn.ModuleList`` was meant (invisible to the optimizer too), a weight
@@ -59,6 +56,7 @@ from ._contract import why_no_buffer_slot
 from ._declarations import Declaration
 from ._errors import NotAModuleError
 from ._messages import (
+    A_CLASS,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
     FIX_CONTAINER,
@@ -74,12 +72,22 @@ from ._messages import (
     NOT_A_MODULE,
     NOT_A_MODULE_CLASS_HINT,
     describe,
+    dtype_name,
 )
 from ._mixin import AutoRegisterMixin
 from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
-__all__ = ["Finding", "find_unregistered", "register_tensors"]
+__all__ = [
+    "Finding",
+    "Located",
+    "candidates",
+    "carried_by_autoreg",
+    "check_module",
+    "find_unregistered",
+    "join",
+    "locate_unregistered",
+]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -121,7 +129,7 @@ class Finding:
             "class": self.class_name,
             "attribute": self.attribute,
             "shape": list(self.shape),
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": dtype_name(self.dtype),
             "device": str(self.device),
             "requires_grad": self.requires_grad,
             "fix": self.fix,
@@ -145,11 +153,25 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
     So is every tensor of a module held in a container (``blocks[0].weight``): ``.to()`` never
     reaches it.
     """
-    _check_module(module, "find_unregistered")
-    findings: list[Finding] = []
+    check_module(module, "find_unregistered")
+    return [located.finding for located in locate_unregistered(module)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Located:
+    """A finding with the module whose attribute holds it, and that module's dotted path."""
+
+    finding: Finding
+    holder: nn.Module
+    holder_path: str
+
+
+def locate_unregistered(module: nn.Module) -> list[Located]:
+    """``find_unregistered(module)``, each finding with the module that holds it."""
+    located: list[Located] = []
     registered = registered_tensors(module.modules())
-    _audit(module, "", registered, set(module.modules()), findings, reached=True)
-    return findings
+    _audit(module, "", registered, set(module.modules()), located, reached=True)
+    return located
 
 
 def _audit(
@@ -157,34 +179,35 @@ def _audit(
     base: str,
     registered: dict[int, Any],
     audited: set[nn.Module],
-    findings: list[Finding],
+    located: list[Located],
     *,
     reached: bool,
 ) -> None:
-    """Add to ``findings`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
+    """Add to ``located`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
 
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
     not reached, and then nothing in it moves, not even what autoreg carries.
     """
-    reported = {id(finding.tensor) for finding in findings}
+    reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
-        for name, value in _candidates(sub):
+        for name, value in candidates(sub):
             if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except leaves that require grad.
-            moves = reached and _carried_by_autoreg(sub, name, value)
-            for path, tensor in iter_tensors(value, _join(prefix, name)):
+            moves = reached and carried_by_autoreg(sub, name, value)
+            for path, tensor in iter_tensors(value, join(prefix, name)):
                 if id(tensor) in registered or id(tensor) in reported:
                     continue
                 if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
-                findings.append(Finding(path, tensor, type(sub).__name__, name, fix))
+                finding = Finding(path, tensor, type(sub).__name__, name, fix)
+                located.append(Located(finding, sub, prefix))
             if isinstance(value, torch.Tensor):
                 continue
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
-            for path, held in iter_modules(value, _join(prefix, name)):
+            for path, held in iter_modules(value, join(prefix, name)):
                 if held in audited:
                     continue  # also a submodule of the tree: it moves
                 audited.update(held.modules())
@@ -198,73 +221,30 @@ def _audit(
                 ):
                     if id(tensor) not in registered and id(tensor) not in reported:
                         reported.add(id(tensor))
-                        findings.append(Finding(key, tensor, type(sub).__name__, name, fix))
-                _audit(held, path, registered, audited, findings, reached=False)
-                reported.update(id(finding.tensor) for finding in findings)
-
-
-def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str]:
-    """Turn the plain tensor attributes of an existing module tree into buffers, in place.
-
-    For an instance of a class you cannot edit (a third-party model): every module in the tree
-    that keeps a tensor in a plain attribute gets it registered through ``register_buffer``, so
-    that ``.to()`` moves it and global buffer-registration hooks see it. The rules are autoreg's:
-    tensors that require grad (weights meant as parameters, autograd results), ``nn.Parameter``s,
-    names defined on the class (a property, a class-level default), nn.Module's internal
-    attributes, names an autoreg module already owns or declares ``autoreg.Plain``, and the
-    tensors that ``prune`` / ``weight_norm`` / ``spectral_norm`` recompute each forward are left
-    as they are.
-
-    Buffers are non-persistent by default, so ``state_dict()`` keys do not change;
-    ``persistent=True`` adds them to it. Tensors inside list, tuple and dict attributes cannot be
-    buffers and are left as they are (``find_unregistered`` still reports them: use
-    ``autoreg.BufferList`` / ``autoreg.BufferDict`` in code you can edit). After registration the
-    names follow nn.Module's rules for buffers: assigning another tensor updates the buffer,
-    assigning a non-tensor other than None raises ``TypeError``.
-
-    Call it right after construction: runtime state the model has stored since (a cache from a
-    forward pass) would become buffers too. Returns the dotted paths it registered.
-    """
-    _check_module(module, "register_tensors")
-    registered: list[str] = []
-    for prefix, sub in module.named_modules():
-        for name, value in _candidates(sub):
-            if (
-                not isinstance(value, torch.Tensor)
-                or isinstance(value, nn.Parameter)
-                or value.requires_grad
-                or _carried_by_autoreg(sub, name, value)
-                or why_no_buffer_slot(type(sub), name) is not None
-            ):
-                continue
-            # register_buffer refuses a name that is already a plain attribute.
-            del sub.__dict__[name]
-            try:
-                sub.register_buffer(name, value, persistent)
-            except BaseException:
-                sub.__dict__[name] = value
-                raise
-            registered.append(_join(prefix, name))
-    return registered
+                        finding = Finding(key, tensor, type(sub).__name__, name, fix)
+                        located.append(Located(finding, sub, prefix))
+                _audit(held, path, registered, audited, located, reached=False)
+                reported.update(id(entry.finding.tensor) for entry in located)
 
 
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _check_module(module: object, function: str) -> None:
+def check_module(module: object, function: str) -> None:
     if isinstance(module, nn.Module):
         return
     hint = ""
     if isinstance(module, type) and issubclass(module, nn.Module):
         hint = NOT_A_MODULE_CLASS_HINT.format(function=function, cls=module.__name__)
-        value = f"the class {module.__name__}"
+        value = A_CLASS.format(name=module.__name__)
     else:
         value = describe(module)
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
 
 
-def _carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
-    """Whether ``module.name`` holds ``value`` that an autoreg module's ``.to()`` converts.
+def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
+    """Whether ``module.name`` holds ``value`` that an autoreg module's ``.to()`` converts: the one
+    place the audits ask autoreg's core what it carries.
 
     Only instances of autoreg classes carry: an instance unpickled after its class went back to
     ``nn.Module`` keeps autoreg's keys in its ``__dict__``, but nothing converts its tensors.
@@ -294,7 +274,7 @@ def _overrides_apply(cls: type) -> bool:
     )
 
 
-def _candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
+def candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
     """The ``__dict__`` entries of ``module`` that hold, or may hold, tensors ``.to()`` ignores."""
     declarations: dict[str, Declaration] = (
         type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
@@ -351,5 +331,5 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
 
 
-def _join(prefix: str, name: str) -> str:
+def join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name

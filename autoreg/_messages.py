@@ -32,10 +32,28 @@ def describe(value: Any) -> str:
 
 def brief(tensor: torch.Tensor) -> str:
     """``float32[16, 16] cpu``, with ``, requires grad`` when it does: a tensor in a table."""
-    dtype = str(tensor.dtype).removeprefix("torch.")
     shape = f"nested({tensor.size(0)})" if tensor.is_nested else str(list(tensor.shape))
-    text = f"{dtype}{shape} {tensor.device}"
+    text = f"{dtype_name(tensor.dtype)}{shape} {tensor.device}"
     return text + ", requires grad" if tensor.requires_grad else text
+
+
+def dtype_name(dtype: torch.dtype | None) -> str:
+    """``float32``: a dtype without its ``torch.`` prefix."""
+    return str(dtype).removeprefix("torch.")
+
+
+def describe_error(error: BaseException) -> str:
+    """``TypeError: message`` (the type alone when the message is empty): an error quoted in
+    another message."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def describe_object(value: object) -> str:
+    """``the class Net`` for a class; the ``repr`` of anything else: what a target gave."""
+    return A_CLASS.format(name=value.__qualname__) if isinstance(value, type) else repr(value)
+
+
+A_CLASS: Final = "the class {name}"
 
 
 # --- class definition (class keywords) -----------------------------------------------------------
@@ -235,8 +253,15 @@ FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
 FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
 
 FIX_CREATED: Final = (
-    "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
-    "(autoreg.Module registers it)"
+    "device={ref}.device (or .to({ref})); if it is the same at every call, make it once in "
+    "__init__ as a buffer (autoreg.Module registers it)"
+)
+
+FIX_CREATED_SHAPED: Final = "device={ref}.device (or .to({ref}))"
+
+FIX_NO_REFERENCE: Final = (
+    "{what}= that of the model: the code here holds none of its tensors, so pass it one (t) "
+    "and write {what}=t.{what}"
 )
 
 FIX_ENTERED: Final = (
@@ -254,10 +279,47 @@ FIX_PROMOTES: Final = (
 
 FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
 
+FIX_STORED: Final = (
+    "state forward stores where .to() leaves it: subclass autoreg.Module (it carries it), or "
+    "in __init__: self.register_buffer('{name}', None, persistent=False)"
+)
+
+FIX_STORED_CONTAINER: Final = (
+    "a {kind} of tensors forward stores where .to() leaves them: subclass autoreg.Module (it "
+    "carries the {kind}), or one non-persistent buffer per tensor"
+)
+
+BAD_FORWARD_MODE: Final = (
+    "audit_forward() got mode={value!r}: use 'train', 'eval' or 'both', or leave it out to audit "
+    "the mode the model is in"
+)
+
+OP_AT_LINE: Final = "{op} (line {lineno})"  # an operation on another line of the same file
+
+OP_AT: Final = "{op} ({where})"  # an operation in another file
+
+FORWARD_FINDING: Final = """\
+{where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
+    fix: {finding.fix}"""
+
+STORED_FINDING: Final = """\
+{where}: stored {finding.tensor} in {finding.class_name}.{finding.attribute}: {finding.source}
+    fix: {finding.fix}"""
+
+NO_STRAY_BEFORE: Final = "No stray found before."
+
+STRAYS_BEFORE: Final = "Found before:\n{found}"
+
 CANNOT_COPY: Final = """\
 audit_forward() cannot deep-copy {cls}: {error}
 The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
 (copy.deepcopy)."""
+
+CANNOT_COPY_ATTRIBUTE: Final = """\
+audit_forward() cannot deep-copy {cls}: {owner}.{name} = {value} raised {error}
+The audit runs a copy, so that the model given is left as it was. Make {owner}.{name} \
+deep-copyable (give its class a __deepcopy__), or keep it out of the model: a module-level \
+object, or an argument of forward."""
 
 CANNOT_COPY_INPUTS: Final = """\
 audit_forward() cannot deep-copy the inputs: {error}
@@ -268,6 +330,18 @@ the forward of {cls} raised on the meta device, at {where}: {error}
 The audit runs one forward on meta, which has no values: an operation meta cannot run \
 (nonzero, a shape that depends on values) stops it. {found}"""
 
+FORWARD_RAISED_GUESSED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: the forward read {guessed} value(s) \
+it could not compute from the inputs alone, and got stand-ins (False, 1), which may be why. \
+{found}"""
+
+FORWARD_OWN_ERROR: Final = """\
+the forward of {cls} raised at {where}: {error}
+This is an error of the forward itself, not a gap of the audit: it raises on the CPU with real \
+values too. Check the inputs given (their number, shapes and dtypes) and the code at that line, \
+then audit again. {found}"""
+
 LOW_PRECISION_RAISED: Final = """\
 the forward of {cls} raised once converted to {low}, at {where}: {error}
 If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \
@@ -275,9 +349,45 @@ If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_prec
 
 # --- the command line ----------------------------------------------------------------------------
 
+CLI_DESCRIPTION: Final = "autoreg's migration tools."
+
+AUDIT_HELP: Final = "list the tensors of a model that .to() would leave behind"
+
+AUDIT_DESCRIPTION: Final = (
+    "Build the model that TARGET names and list every tensor reachable from it that .to() would "
+    "leave behind, with a fix for each. Exit status: 0 clean, 1 findings, 2 usage error."
+)
+
+AUDIT_TARGET_HELP: Final = (
+    "package.module:factory - a module class, or a zero-argument callable returning a module "
+    "(or, for --forward, (model, args) or (model, args, kwargs))"
+)
+
+AUDIT_JSON_HELP: Final = "print the findings as JSON, every field in full"
+
+AUDIT_FORWARD_HELP: Final = (
+    "also run one forward pass on the meta device and list the tensors it makes, takes or "
+    "stores that stay behind when the model moves; TARGET then returns (model, args) or "
+    "(model, args, kwargs)"
+)
+
+AUDIT_MODE_HELP: Final = (
+    "with --forward: run the forward in {mode} mode (default: the mode the model is in; "
+    "--train --eval: both, in turn)"
+)
+
+MODE_WITHOUT_FORWARD: Final = (
+    "--train and --eval choose the mode of the forward pass: add --forward"
+)
+
 MALFORMED: Final = """\
 {target!r} is not a target: write package.module:factory, e.g. \
-python -m autoreg audit my_project.model:build"""
+{prog} audit my_project.model:build"""
+
+FILE_TARGET: Final = (
+    "{target!r} names a file; a target names a module, with dots: {dotted} (run from the "
+    "directory its package is in)"
+)
 
 NO_MODULE: Final = "cannot import {module!r}: {error} (is it importable from {cwd}?)"
 
@@ -302,4 +412,21 @@ CLEAN: Final = "Nothing in {cls} would be left behind by .to()."
 
 SUMMARY: Final = "{count} {tensors} in {cls} would be left behind by .to()."
 
+FORWARD_CLEAN: Final = "Nothing in the forward of {cls} ({mode} mode) stays behind when it moves."
+
+FORWARD_SUMMARY: Final = (
+    "{count} {strays} in the forward of {cls} ({mode} mode): tensors it makes, takes or stores "
+    "that stay behind when the model moves."
+)
+
 FACTORY_NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
+
+RAISED_AT: Final = "{error} (at {where})"  # an error of the user's code, at the user's line
+
+A_MODULE_INSTANCE: Final = "the module {cls}(...)"
+
+CALLED: Final = "() returned"  # NOT_A_FORWARD: what a factory returned ...
+
+NOT_CALLED: Final = " is"  # ... or what a target names
+
+USAGE_ERROR: Final = "{prog} {command}: error: {message}"
