@@ -223,11 +223,6 @@ def test_a_bad_autoreg_mode_is_one_line_and_exit_status_2(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core raises ConfigurationError while `import autoreg` creates autoreg.Module, "
-    "before the command line runs: it must check AUTOREG_MODE when a user's class is created",
-)
 def test_a_bad_autoreg_mode_from_the_shell_is_one_line_and_exit_status_2(model_dir: Path) -> None:
     result = run_cli(model_dir, "audit", "cli_output_models:leaky", AUTOREG_MODE="bogus")
     assert (result.returncode, result.stdout) == (2, "")
