@@ -34,15 +34,6 @@ for name in {FRAMEWORKS!r}:
 print(torch.__version__, importlib.util.find_spec("torchvision") is not None)
 """
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.install,
-    pytest.mark.skipif(
-        os.environ.get("AUTOREG_TEST_INSTALL") != "1",
-        reason="creates a venv and installs from the registry: set AUTOREG_TEST_INSTALL=1",
-    ),
-]
-
 
 def dev_install() -> str:
     (block,) = [
@@ -59,6 +50,12 @@ def test_the_documented_install_pins_torch_first() -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.install
+@pytest.mark.skipif(
+    os.environ.get("AUTOREG_TEST_INSTALL") != "1",
+    reason="creates a venv and installs from the registry: set AUTOREG_TEST_INSTALL=1",
+)
 def test_the_development_install_keeps_torch_and_brings_no_torchvision(tmp_path: Path) -> None:
     source = tmp_path / "autoreg"
     copy_sources(source)
