@@ -1,7 +1,8 @@
-"""The test suite on every supported torch: ``nox`` runs lint and the default session,
-``nox -t matrix`` runs the whole suite once per torch version.
+"""The test suite on every supported torch, and the documentation: ``nox`` runs lint, the default
+session and the docs build; ``nox -t matrix`` runs the whole suite once per torch version.
 
-    nox                     lint, then the suite on the CPU torch 2.13.0 with the integrations
+    nox                     lint, the suite on the CPU torch 2.13.0 with the integrations, docs
+    nox -s docs             the documentation site, built with mkdocs --strict into site/
     nox -s torch-2.5.1      the suite on one torch version (a venv of its own, kept between runs)
     nox -t matrix           the suite on every version in MATRIX, one after the other
     nox -R -s torch-2.9.1   rerun without touching the installed packages
@@ -19,7 +20,7 @@ from pathlib import Path
 import nox
 
 PYTHON = "3.11"
-DEFAULT_TORCH = "2.13.0"  # its CPU wheel is the one the README's Development section installs
+DEFAULT_TORCH = "2.13.0"  # its CPU wheel is the one CONTRIBUTING.md's development install uses
 MATRIX = [
     "2.5.1",  # the oldest supported: nn.Buffer appears in 2.5
     "2.6.0",
@@ -35,9 +36,21 @@ MATRIX = [
 ]
 OLDEST, NEWEST = MATRIX[0], MATRIX[-1]
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
+
+
+# Run after every install: the session's torch is the one it pinned, and nothing pulled in
+# torchvision (only the `timm` extra needs it; no session installs that extra).
+CHECK_TORCH = """
+import importlib.util, sys, torch
+print("torch", torch.__version__)
+if torch.__version__.split("+")[0] != sys.argv[1]:
+    sys.exit(f"expected torch {sys.argv[1]}, the install left {torch.__version__}")
+if importlib.util.find_spec("torchvision") is not None:
+    sys.exit("torchvision was installed: an extra that needs it crept into this session")
+"""
 
 
 def _install(session: nox.Session, torch: str, extras: str) -> None:
@@ -47,7 +60,7 @@ def _install(session: nox.Session, torch: str, extras: str) -> None:
     pinned = {"PIP_CONSTRAINT": str(constraints)}  # for the installs only, not for the tests
     session.install(f"torch=={torch}", env=pinned)
     session.install("-e", f".[{extras}]", env=pinned)
-    session.run("python", "-c", "import torch; print('torch', torch.__version__)", silent=False)
+    session.run("python", "-c", CHECK_TORCH, torch, silent=False)
 
 
 @nox.session(python=PYTHON)
@@ -61,19 +74,32 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The README's test command on the default torch, tests/integrations included (required)."""
+    """The suite on the default torch: tests/integrations required, the dev install tested.
+
+    The `timm` extra is not installed: timm needs torchvision, and the registry's torchvision for
+    torch 2.13 is a CUDA build whose operators fail to load next to the CPU torch (breaking the
+    imports of lightning and torchmetrics too). tests/integrations/test_timm.py skips.
+    """
     _install(session, DEFAULT_TORCH, "test,integrations")
-    # timm pulls torchvision, whose only wheel for torch 2.13 is a CUDA build: on the CPU torch its
-    # operators fail to load and break the imports of lightning, torchmetrics and transformers.
-    # Without it, only timm cannot be imported (its tests skip, with that reason).
-    session.run_install("python", "-m", "pip", "uninstall", "--yes", "torchvision")
-    session.run("pytest", *session.posargs, env={"AUTOREG_REQUIRE_INTEGRATIONS": "1"})
+    env = {"AUTOREG_REQUIRE_INTEGRATIONS": "1", "AUTOREG_TEST_INSTALL": "1"}
+    session.run("pytest", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site: mkdocs --strict, so a broken link or API reference fails.
+
+    mkdocstrings reads autoreg's sources without importing them: no torch in this venv.
+    """
+    session.install(*nox.project.dependency_groups(nox.project.load_toml("pyproject.toml"), "docs"))
+    # NO_MKDOCS_2_WARNING: mkdocs-material's banner about its successor, not a build warning.
+    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 def _matrix_session(torch: str) -> None:
     def run(session: nox.Session) -> None:
         _install(session, torch, "test")
-        session.run("pytest", *session.posargs)
+        session.run("pytest", *session.posargs)  # the dev install test runs in `tests` only
 
     run.__doc__ = f"The suite on torch {torch}, without the integrations extra (those tests skip)."
     nox.session(run, python=PYTHON, name=f"torch-{torch}", tags=["matrix"], default=False)

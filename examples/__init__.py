@@ -1,1 +1,1 @@
-"""The model the README's migration guide migrates, one module per step (not in the package)."""
+"""The model the migration guide (docs/migrating.md) migrates, one module per step."""

@@ -1,7 +1,7 @@
 """Step 1: legacy_model.py with each class's base changed to autoreg.Module, nothing else.
 
 ``AUTOREG_MODE=warn python -m examples.autoreg_model`` runs it and shows, as warnings, each decision
-autoreg takes that the code does not state (the README's migration guide).
+autoreg takes that the code does not state (the migration guide, docs/migrating.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Before: a model written with nn.Module, as research code often is (the README's migration guide).
+"""Before: a model written with nn.Module, as research code often is (docs/migrating.md).
 
 ``python -m examples.legacy_model`` moves it to float64 - on a machine without a GPU, the stand-in
 for ``.cuda()`` - and runs it: a tensor left behind makes the forward pass fail.

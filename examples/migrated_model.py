@@ -1,6 +1,6 @@
 """After: every tensor's role is explicit, nothing is left behind, strict mode passes.
 
-The fixes that ``AUTOREG_MODE=warn`` and ``python -m autoreg audit`` asked for (README, Migrating):
+The fixes that ``AUTOREG_MODE=warn`` and ``python -m autoreg audit`` asked for (docs/migrating.md):
 an annotation, a BufferList, an nn.Parameter, and register_tensors for a class we cannot edit.
 """
 

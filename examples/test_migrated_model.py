@@ -1,4 +1,4 @@
-"""The migrated model's tests, run by the README's migration guide with AUTOREG_MODE=strict."""
+"""The migrated model's tests, run by docs/migrating.md with AUTOREG_MODE=strict."""
 
 from __future__ import annotations
 

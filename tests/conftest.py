@@ -6,11 +6,11 @@ itself changed says so: an expected value that depends on the version compares
 does not count); ``@pytest.mark.requires_torch("2.9", reason=...)`` marks a test of something older
 torch lacks, and skips it there with the reason (CI's default torch, 2.13, skips none).
 
-Each file of tests/integrations skips (``pytest.importorskip``) when its framework, from the
-``integrations`` extra, cannot be imported; ``AUTOREG_REQUIRE_INTEGRATIONS=1`` (set by the default
-nox session, which CI runs) makes a framework that is not installed an error instead. One that is
-installed and still cannot be imported skips with the reason: timm on the CPU build of torch 2.13,
-for which the registry has no torchvision.
+Each file of tests/integrations skips (``pytest.importorskip``) when its framework cannot be
+imported; ``AUTOREG_REQUIRE_INTEGRATIONS=1`` (set by the default nox session, which CI runs) makes
+a framework of the ``integrations`` extra that is not installed an error instead. timm has an extra
+of its own (``timm``: it needs a torchvision built for the installed torch, and the registry has
+none for the CPU build of torch 2.13), so its tests skip where it is not installed, even in CI.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import torch
 
 from autoreg._config import ENV_VAR
 
-INTEGRATIONS = (
+INTEGRATIONS = (  # the `integrations` extra of pyproject.toml
     "lightning",
     "transformers",
     "accelerate",
     "torchmetrics",
-    "timm",
     "onnx",
     "onnxscript",
     "onnxruntime",

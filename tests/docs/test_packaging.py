@@ -1,16 +1,18 @@
-"""The distribution as a user gets it: build the sdist and, from it, the wheel; install the wheel
-into a fresh venv; import it there and run both command lines.
+"""The distribution as a user gets it: build the sdist and, from it, the wheel; check that the
+sdist is the whole source tree (pytest collects from the unpacked sdist); install the wheel into a
+fresh venv; import it there and run both command lines.
 
 Offline and fast: the build runs without isolation (the backend is a test dependency) and the
 fresh venv sees the running environment's packages (torch) through a .pth file, so the wheel is
-installed with --no-deps --no-index. The commands run outside the checkout, so that ``autoreg``
-can only come from the installed wheel.
+installed with --no-deps --no-index. The commands run outside the checkout and without
+PYTHONPATH, so that ``autoreg`` can only come from the installed wheel (or the unpacked sdist).
 """
 
 from __future__ import annotations
 
 import email.parser
-import shutil
+import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -21,10 +23,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-NOT_SOURCES = shutil.ignore_patterns(
-    ".git", ".nox", ".ci-venv", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
-)
+from .sources import copy_sources, source_files
+
 LEAKY_MODEL = """\
 import torch
 from torch import nn
@@ -39,17 +39,29 @@ class Leaky(nn.Module):
 pytestmark = pytest.mark.slow
 
 
+# What the sdist holds besides the sources: metadata setuptools writes.
+GENERATED = re.compile(r"PKG-INFO|setup\.cfg|torch_autoreg\.egg-info/.*")
+
+
 def _run(*command: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in ``cwd`` without PYTHONPATH (with ``PYTHONPATH=.`` a fresh venv would
+    import the checkout instead of what was installed)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     return subprocess.run(
-        [str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=300
+        [str(part) for part in command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist and the wheel, built from a copy of the checkout (the build writes into it)."""
+    """The sdist and the wheel, built from a copy of the sources (the build writes into it)."""
     source = tmp_path_factory.mktemp("source") / "torch-autoreg"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
+    copy_sources(source)
     out = tmp_path_factory.mktemp("dist")
     built = _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source, cwd=out)
     assert built.returncode == 0, built.stdout + built.stderr
@@ -74,17 +86,51 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env / "bin"
 
 
-def test_the_sdist_holds_the_sources_the_license_and_no_tests(dist: Path) -> None:
+def _sdist_names(dist: Path) -> set[str]:
     (sdist,) = dist.glob("torch_autoreg-*.tar.gz")
     with tarfile.open(sdist) as archive:
-        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+        return {
+            m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile() and "/" in m.name
+        }
+
+
+def test_the_sdist_is_the_whole_source_tree(dist: Path) -> None:
+    names = _sdist_names(dist)
     assert {
         "pyproject.toml",
         "README.md",
         "LICENSE",
+        "CHANGELOG.md",
+        "CONTRIBUTING.md",
+        "mkdocs.yml",
+        "docs/index.md",
         "autoreg/__init__.py",
         "autoreg/py.typed",
+        "tests/conftest.py",
+        "tests/integrations/_support.py",
+        "examples/net.py",
+        "benchmarks/__main__.py",
     } <= names
+    files = source_files()
+    if files is None:
+        pytest.skip("not a git checkout: no list of sources to compare the sdist with")
+    assert sorted(set(files) - names) == [], "sources missing from the sdist (see MANIFEST.in)"
+    extra = sorted(name for name in names - set(files) if not GENERATED.fullmatch(name))
+    assert extra == [], "files in the sdist that are not sources"
+
+
+def test_pytest_collects_the_suite_from_the_unpacked_sdist(dist: Path, tmp_path: Path) -> None:
+    (sdist,) = dist.glob("torch_autoreg-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path, filter="data")
+    (unpacked,) = tmp_path.iterdir()
+    where = _run(sys.executable, "-c", "import autoreg; print(autoreg.__file__)", cwd=unpacked)
+    collected = _run(sys.executable, "-m", "pytest", "--collect-only", "-q", cwd=unpacked)
+    assert Path(where.stdout.strip()).is_relative_to(unpacked), where.stdout + where.stderr
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr
+    count = re.search(r"^(\d+) tests collected", collected.stdout, flags=re.MULTILINE)
+    assert count is not None, collected.stdout[-3000:]
+    assert int(count.group(1)) > 500
 
 
 def test_the_wheel_holds_the_package_its_metadata_and_the_console_script(dist: Path) -> None:

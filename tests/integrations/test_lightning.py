@@ -1,6 +1,6 @@
 """Lightning: an autoreg LightningModule trains, checkpoints and reloads as its twin does.
 
-The rule (README, contract): what the code of a base class that does not use autoreg assigns -
+The rule (docs/contract.md, row 4): what code of a base class that does not use autoreg assigns -
 here LightningModule and its mixins: the hyperparameters, the optimizer list, the requires-grad
 record, and ``_example_input_array`` through the property setter - keeps nn.Module's behaviour,
 exactly as on the twin; what the LightningModule subclass's own code assigns follows autoreg's

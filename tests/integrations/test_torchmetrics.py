@@ -1,11 +1,11 @@
 """torchmetrics: a Metric held by an autoreg module, and a Metric subclass with the mixin.
 
 A ``Metric`` keeps its states (``add_state``) as plain attributes that it converts, resets and
-syncs across processes itself. The rule (README, contract): what a base class that does not use
-autoreg assigns - ``Metric.add_state`` - keeps nn.Module's behaviour, so the states stay Metric's,
-exactly as on the twin. On main they became buffers: a parent's ``.half()`` converted them past
-Metric's dtype guard, and ``DDP(broadcast_buffers=True)`` overwrote each rank's accumulators with
-rank 0's at every forward.
+syncs across processes itself. The rule (docs/contract.md, row 4): what a base class that does
+not use autoreg assigns - ``Metric.add_state`` - keeps nn.Module's behaviour, so the states stay
+Metric's, exactly as on the twin. On main they became buffers: a parent's ``.half()`` converted
+them past Metric's dtype guard, and ``DDP(broadcast_buffers=True)`` overwrote each rank's
+accumulators with rank 0's at every forward.
 """
 
 from __future__ import annotations

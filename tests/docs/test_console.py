@@ -1,36 +1,30 @@
-"""The migration guide runs as written: its commands, their output and their exit statuses.
+"""Every ```console block of the README and the docs runs as written: commands, output, statuses.
 
-Conventions of the guide's ```console blocks: a line starting with ``$ `` is a command, run with
-bash from the repository root, each in a shell of its own; the lines after it are its output
-(stdout and stderr, as a terminal shows them). In the expected output a line ``...`` stands for
-any number of lines and ``...`` inside a line for any text. A command must exit with status 0
-unless the next command is ``echo $?``, which prints its status.
+Conventions: a line starting with ``$ `` is a command, run with bash from the repository root,
+each in a shell of its own; the lines after it are its output (stdout and stderr, as a terminal
+shows them). In the expected output a line ``...`` stands for any number of lines and ``...``
+inside a line for any text. A command must exit with status 0 unless the next command is
+``echo $?``, which prints its status. Only ```console blocks run: keep commands that must not run
+here (installing, running the whole test suite) in ```sh blocks.
 
-A ```python block whose first line is ``# path/to/file.py`` (a path with a directory) quotes that
-file verbatim. Only ```console blocks run: keep commands that must not run here (installing,
-running the whole test suite) in ```bash or ```sh blocks.
+``AUTOREG_UPDATE_DOCS=1`` rewrites the expected output of each command whose output no longer
+matches with the real one (the repository's path shown as ``...``), for a change of the command
+line's output format: review the diff, and shorten long output with ``...`` again.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-GUIDE = ROOT / "README.md"  # the guide to run (its "Migrating" section); the only place naming it
+from .pages import ELLIPSIS, ROOT, Block, blocks, matches, page_id, pages
 
-ELLIPSIS = "..."
 SHOW_STATUS = "echo $?"
-
-
-def fenced_blocks(language: str) -> list[str]:
-    text = GUIDE.read_text()
-    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+UPDATE = os.environ.get("AUTOREG_UPDATE_DOCS") == "1"
 
 
 def parse_console(block: str) -> list[tuple[str, list[str]]]:
@@ -45,50 +39,51 @@ def parse_console(block: str) -> list[tuple[str, list[str]]]:
     return steps
 
 
-def output_pattern(expected: list[str]) -> re.Pattern[str]:
-    parts = []
-    for line in expected:
-        if line == ELLIPSIS:
-            parts.append(r"(?:[^\n]*\n)*?")
-        else:
-            parts.append(".*".join(re.escape(piece) for piece in line.split(ELLIPSIS)) + r"\n")
-    return re.compile("".join(parts))
-
-
-def matches(expected: list[str], actual: str) -> bool:
-    actual = "".join(line.rstrip() + "\n" for line in actual.splitlines())
-    return output_pattern(expected).fullmatch(actual) is not None
-
-
 def environment() -> dict[str, str]:
     """The test's environment, without what would change the commands' behaviour or output."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("AUTOREG_MODE", "PYTHONWARNINGS", "PYTHONPATH")
+        if key not in ("AUTOREG_MODE", "PYTHONWARNINGS", "PYTHONPATH", "AUTOREG_UPDATE_DOCS")
         and not key.startswith("PYTEST_")
     }
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleaved as on a terminal
-    # `python` and `pytest` are those of the interpreter running the tests, activated or not.
+    # `python`, `pytest` and `autoreg` are those of the interpreter running the tests.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 
 
-CONSOLE_BLOCKS = [parse_console(block) for block in fenced_blocks("console")]
-QUOTE_HEADER = re.compile(r"# ((?:[\w.-]+/)+[\w.-]+\.py)\n")  # e.g. "# examples/model.py"
-QUOTES = [block for block in fenced_blocks("python") if QUOTE_HEADER.match(block)]
+CONSOLE_BLOCKS = [block for page in pages() for block in blocks(page, "console")]
 
 
-def test_the_guide_has_the_four_steps() -> None:
-    commands = [command for block in CONSOLE_BLOCKS for command, _ in block]
+def block_id(block: Block) -> str:
+    return f"{page_id(block.page)}:{parse_console(block.body)[0][0]}"
+
+
+def update(block: Block, position: int, output: str) -> None:
+    """Replace the expected output of the ``position``-th command of ``block`` with ``output``."""
+    steps = parse_console(block.body)
+    command, _ = steps[position]
+    shown = [line.rstrip().replace(str(ROOT), ELLIPSIS) for line in output.splitlines()]
+    steps[position] = (command, shown)
+    body = "".join(f"$ {cmd}\n" + "".join(f"{line}\n" for line in out) for cmd, out in steps)
+    text = block.page.read_text()
+    assert text.count(block.body) == 1, f"{block.id}: the same block twice; update it by hand"
+    block.page.write_text(text.replace(block.body, body))
+
+
+def test_the_docs_walk_through_a_migration_and_both_audits() -> None:
+    commands = [command for block in CONSOLE_BLOCKS for command, _ in parse_console(block.body)]
     assert "AUTOREG_MODE=warn python -m examples.autoreg_model" in commands
     assert "python -m autoreg audit examples.legacy_model:build" in commands
     assert "python -m autoreg audit examples.migrated_model:build" in commands
     assert any(command.startswith("AUTOREG_MODE=strict pytest") for command in commands)
+    assert any(command.endswith("--forward") for command in commands)
 
 
-@pytest.mark.parametrize("steps", CONSOLE_BLOCKS, ids=[block[0][0] for block in CONSOLE_BLOCKS])
-def test_each_console_block_runs_as_written(steps: list[tuple[str, list[str]]]) -> None:
+@pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=[block_id(block) for block in CONSOLE_BLOCKS])
+def test_each_console_block_runs_as_written(block: Block) -> None:
+    steps = parse_console(block.body)
     status = 0
     for position, (command, expected) in enumerate(steps):
         if command == SHOW_STATUS:
@@ -107,23 +102,13 @@ def test_each_console_block_runs_as_written(steps: list[tuple[str, list[str]]]) 
         assert result.returncode == 0 or shown, (
             f"$ {command}\nexited with {result.returncode}:\n{result.stdout}"
         )
+        if UPDATE and not matches(expected, result.stdout):
+            update(block, position, result.stdout)
+            pytest.fail(f"{block.id}: updated the output of `{command}`; rerun to check it")
         assert matches(expected, result.stdout), (
             f"$ {command}\nexpected:\n" + "\n".join(expected) + f"\ngot:\n{result.stdout}"
         )
         status = result.returncode
-
-
-def quote_id(quote: str) -> str:
-    header, *lines = quote.splitlines()
-    names = [line.split()[1].split("(")[0] for line in lines if line.startswith("class ")]
-    return f"{header[2:]}:{names[0] if names else 'excerpt'}"
-
-
-@pytest.mark.parametrize("quote", QUOTES, ids=[quote_id(quote) for quote in QUOTES])
-def test_each_quoted_file_excerpt_is_in_the_file(quote: str) -> None:
-    header, _, excerpt = quote.partition("\n")
-    source = (ROOT / header[2:]).read_text()
-    assert excerpt in source
 
 
 # --- the matcher itself ------------------------------------------------------------------------
