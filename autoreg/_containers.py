@@ -72,10 +72,12 @@ class BufferList(nn.Module):
     ``pop`` / ``del``; entries are registered as buffers ``'0'``, ``'1'``, ... so ``state_dict``
     keys read ``name.0``; a checkpoint loads into a ``BufferList`` of the same length. Functions
     that need a real list (``torch.stack``) take ``list(buffers)``, as with ``nn.ParameterList``.
-    ``persistent`` (default False, like autoreg's buffers) applies to every entry::
+    ``persistent`` (default False, like autoreg's buffers) applies to every entry:
 
-        self.anchors = autoreg.BufferList(torch.tensor(a) for a in ANCHORS)
-        self.anchors[0]                   # the current buffer: moved by .to()
+    ```python
+    self.anchors = autoreg.BufferList(torch.tensor(a) for a in ANCHORS)
+    self.anchors[0]                   # the current buffer: moved by .to()
+    ```
     """
 
     def __init__(
@@ -189,10 +191,12 @@ class BufferDict(nn.Module):
     ``clear`` / ``copy``. Keys are buffer names, so ``state_dict`` keys read ``name.key``; they
     must be strings that can name a buffer (not ``''``, dotted, or a method name such as
     ``'keys'``). Insertion order is kept. ``persistent`` (default False, like autoreg's buffers)
-    applies to every entry::
+    applies to every entry:
 
-        self.tables = autoreg.BufferDict({"sin": sin, "cos": cos})
-        self.tables["sin"]                # the current buffer: moved by .to()
+    ```python
+    self.tables = autoreg.BufferDict({"sin": sin, "cos": cos})
+    self.tables["sin"]                # the current buffer: moved by .to()
+    ```
     """
 
     def __init__(

@@ -157,4 +157,13 @@ class AutoRegisterMixin(_MixinBase):
 
 
 class Module(AutoRegisterMixin, nn.Module):
-    """``nn.Module`` whose assigned tensors move with it. Subclass it instead of ``nn.Module``."""
+    """``nn.Module`` whose assigned tensors move with it. Subclass it instead of ``nn.Module``.
+
+    A tensor assigned while the module is built (``__init__``, ``configure_model()``,
+    ``reset_buffers()``) becomes a buffer, non-persistent unless the class or an annotation says
+    otherwise, so ``state_dict()`` keeps its keys; a tensor, list, tuple or dict first stored at
+    run time is carried: a plain attribute that ``.to()``, ``.cuda()``, ``.half()`` convert, not
+    module state. Everything else is what ``nn.Module`` does. The rules, row by row, are in the
+    contract (docs/contract.md); the class keywords ``persistent=``, ``strict=`` and ``warn=`` are
+    those of ``AutoRegisterMixin``.
+    """

@@ -6,22 +6,27 @@ buffers - the derived constants (rotary frequencies, masks, position ids) that a
 default - are in no checkpoint and stay uninitialised, exactly as for ``nn.Module``.
 
 The convention mirrors ``reset_parameters()``: a module that holds derived constants computes them
-in a ``reset_buffers()`` method and calls it from ``__init__``::
+in a ``reset_buffers()`` method and calls it from ``__init__``:
 
-    class Rotary(autoreg.Module):
-        def __init__(self, dim: int) -> None:
-            super().__init__()
-            self.dim = dim
-            self.reset_buffers()
+```python
+class Rotary(autoreg.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.reset_buffers()
 
-        def reset_buffers(self) -> None:
-            self.inv_freq = 1.0 / 10_000 ** (torch.arange(0, self.dim, 2) / self.dim)
+    def reset_buffers(self) -> None:
+        self.inv_freq = 1.0 / 10_000 ** (torch.arange(0, self.dim, 2) / self.dim)
 
-    with torch.device("meta"):
-        model = Model()
-    model.to_empty(device="cuda")
-    model.load_state_dict(checkpoint)
-    autoreg.reset_buffers(model)
+with torch.device("meta"):
+    model = Model()
+model.to_empty(device="cuda")
+model.load_state_dict(checkpoint)
+autoreg.reset_buffers(model)
+```
+
+``reset_buffers()`` is a construction method (row 10): a new tensor it assigns is a buffer, as in
+``__init__``.
 
 ``reset_buffers(model)`` calls the method of every module that defines one, so that the factory
 calls in it create their tensors on the module's device, without ``device=`` arguments. It works

@@ -2,12 +2,14 @@
 
 One assertion covers both halves of "which data needs ``.to(device)``?": the tensors a model
 stores where ``.to()`` does not reach them (``autoreg.find_unregistered``) and the tensors its
-forward pass makes on the default device or dtype (``autoreg.audit_forward``)::
+forward pass makes on the default device or dtype (``autoreg.audit_forward``):
 
-    from autoreg.testing import assert_no_strays
+```python
+from autoreg.testing import assert_no_strays
 
-    def test_the_model_moves_with_everything_it_uses():
-        assert_no_strays(MyModel(), torch.ones(2, 16))
+def test_the_model_moves_with_everything_it_uses():
+    assert_no_strays(MyModel(), torch.ones(2, 16))
+```
 """
 
 from __future__ import annotations
