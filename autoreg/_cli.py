@@ -30,6 +30,7 @@ from torch import nn
 
 from ._audit import find_unregistered
 from ._errors import ForwardAuditError
+from ._fix import cli as fix_cli
 from ._forward import ForwardFinding, audit_forward
 from ._messages import (
     FACTORY_NOT_A_MODULE,
@@ -83,7 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stay on the default device or dtype; TARGET then returns (model, args) or "
         "(model, args, kwargs)",
     )
+    fix_cli.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "fix":
+        return fix_cli.run(args)
 
     forward: list[ForwardFinding] | None = None
     try:

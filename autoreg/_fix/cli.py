@@ -1,0 +1,252 @@
+"""``autoreg fix TARGET... [--style base|buffer] [--write]``: the command line of the codemod.
+
+Each TARGET (``package.module:factory``, as for ``autoreg audit``) is built while ``sites``
+records where its attributes are stored, then audited: ``find_unregistered``, and
+``audit_forward`` when the factory returns ``(model, args[, kwargs])``. The findings become a plan
+(``collect``, ``plan``), the plan a rewrite of each file (``codemod``).
+
+Without ``--write``: the unified diff on stdout, what is left to edit by hand on stderr; exit 1
+when the diff is not empty, 0 when nothing needs changing. With ``--write``: the files are
+rewritten, then each target is audited again by ``python -m autoreg audit`` in a fresh process;
+exit 0 when every target is now clean, 1 when something is still left behind. Exit 2 for a usage
+error (as ``audit``), and when LibCST is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import os
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import torch
+from torch import nn
+
+from .._audit import find_unregistered
+from .._errors import ForwardAuditError
+from .._forward import ForwardFinding, audit_forward
+from .._messages import (
+    FACTORY_NOT_A_MODULE,
+    FIX_CLEAN,
+    FIX_GAINS_STATE,
+    FIX_HAND_HEADER,
+    FIX_NO_LIBCST,
+    FIX_NOT_CLEAN,
+    FIX_NOTHING,
+    FIX_REAUDIT,
+    FIX_REAUDIT_FAILED,
+    FIX_WOULD_CHANGE,
+    FIX_WROTE,
+    FORWARD_FAILED,
+)
+from .collect import collect, forward_hand_edits
+from .plan import HandEdit, Plan, Site, Stray, WrapModules, make_plan
+from .sites import record_stores
+
+__all__ = ["add_parser", "run"]
+
+EXIT_CLEAN: Final = 0
+EXIT_CHANGES: Final = 1
+EXIT_USAGE: Final = 2
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``fix`` command to the ``autoreg`` command line's ``subparsers``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "fix",
+        help="rewrite the classes that leave tensors behind (a diff; --write applies it)",
+        description=(
+            "Build and audit each TARGET, then rewrite the source of each class with findings "
+            "(files under the current directory only), keeping every other line as it is. "
+            "Without --write: print the diff; exit 1 if it is not empty, 0 if nothing needs "
+            "changing. With --write: apply it, re-audit in a fresh process; exit 0 if clean, "
+            "1 if not. Exit 2: usage error."
+        ),
+    )
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET",
+        help="package.module:factory - a module class or a zero-argument callable returning a "
+        "module, or (model, args) / (model, args, kwargs) to audit the forward too",
+    )
+    parser.add_argument(
+        "--style",
+        choices=("base", "buffer"),
+        default="base",
+        help="base (the default): subclass autoreg.Module (or put autoreg.AutoRegisterMixin "
+        "first); buffer: plain PyTorch, register_buffer(..., persistent=False) and "
+        "nn.ModuleList / nn.ModuleDict, no dependency on autoreg",
+    )
+    parser.add_argument("--write", action="store_true", help="rewrite the files, then re-audit")
+    parser.set_defaults(fix_prog=parser.prog)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``autoreg fix`` as parsed into ``args``; return the exit status."""
+    prog: str = args.fix_prog
+    try:
+        from .codemod import rewrite  # imports libcst
+    except ImportError as error:
+        if error.name is None or error.name.partition(".")[0] != "libcst":
+            raise
+        print(f"{prog}: error: {FIX_NO_LIBCST}", file=sys.stderr)
+        return EXIT_USAGE
+    from .._cli import _UsageError
+
+    strays: list[Stray] = []
+    hand: list[HandEdit] = []
+    forward_targets: set[str] = set()
+    for target in args.targets:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the diff only
+                found, forward = _audit(target)
+        except _UsageError as error:
+            print(f"{prog}: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        strays += found
+        if forward is not None:
+            forward_targets.add(target)
+            hand += forward_hand_edits(forward)
+    plan = make_plan(strays, args.style, os.getcwd(), _libraries())
+    changed: dict[str, bytes] = {}
+    encodings: dict[str, str] = {}
+    for filename, edits in plan.edits.items():
+        source = Path(filename).read_bytes()
+        result = rewrite(source, filename, edits)
+        plan.hand += [h for h in result.hand if h not in plan.hand]
+        if result.code != source:
+            changed[filename] = result.code
+            encodings[filename] = result.encoding
+        for edit in result.made:
+            if isinstance(edit, WrapModules):
+                name = f"{edit.cls.qualname.rpartition('.')[2]}.{edit.attribute}"
+                print(FIX_GAINS_STATE.format(name=name, container=edit.container), file=sys.stderr)
+    if not args.write:
+        for filename, code in sorted(changed.items()):
+            old = Path(filename).read_bytes()
+            sys.stdout.writelines(_diff(filename, old, code, encodings[filename]))
+    else:
+        for filename, code in changed.items():
+            Path(filename).write_bytes(code)
+    _report_hand(plan, hand)
+    files = ", ".join(_short(name) for name in sorted(changed))
+    if not args.write:
+        count = len(changed)
+        text = "file" if count == 1 else "files"
+        print(
+            FIX_WOULD_CHANGE.format(count=count, files=text) if changed else FIX_NOTHING,
+            file=sys.stderr,
+        )
+        return EXIT_CHANGES if changed else EXIT_CLEAN
+    print(FIX_WROTE.format(files=files) if changed else FIX_NOTHING, file=sys.stderr)
+    return max(_reaudit(target, target in forward_targets) for target in args.targets)
+
+
+def _audit(target: str) -> tuple[list[Stray], list[ForwardFinding] | None]:
+    """Build ``target`` (recording its stores), audit it; the strays and forward findings
+    (None when the factory returned no inputs)."""
+    from .._cli import _resolve, _typename, _UsageError
+
+    with record_stores() as stores:
+        value, called = _resolve(target)
+    inputs: tuple[Sequence[Any], dict[str, Any]] | None = None
+    model = value
+    if called and isinstance(value, tuple) and len(value) in (2, 3):
+        model, positional, keywords = (*value, {}) if len(value) == 2 else value
+        if not (isinstance(positional, (tuple, list)) and isinstance(keywords, dict)):
+            model = value
+        else:
+            inputs = (positional, keywords)
+    if not isinstance(model, nn.Module):
+        raise _UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=_typename(value)))
+    forward: list[ForwardFinding] | None = None
+    stored: list[tuple[nn.Module, str, Site]] = []
+    if inputs is not None:
+        try:
+            forward = audit_forward(model, *inputs[0], **inputs[1])
+        except ForwardAuditError as error:
+            raise _UsageError(FORWARD_FAILED.format(target=target, error=error)) from None
+        for finding in forward:
+            if getattr(finding, "kind", None) == "stored":
+                stored.append(_stored_site(model, finding))
+    return collect(model, find_unregistered(model), stores, stored), forward
+
+
+def _stored_site(model: nn.Module, finding: Any) -> tuple[nn.Module, str, Site]:
+    """A forward audit's ``stored`` finding as ``(module, attribute, site)``."""
+    module = model.get_submodule(finding.module_path)
+    where = os.path.abspath(finding.filename)
+    site = Site(where, finding.lineno, f"{finding.class_name}.forward", False, "tensor")
+    return module, finding.attribute, site
+
+
+def _reaudit(target: str, forward: bool) -> int:
+    """Audit ``target`` again in a fresh process; print its report; 0 clean, 1 not."""
+    command = [sys.executable, "-m", "autoreg", "audit", target, *(["--forward"] * forward)]
+    shown = " ".join(["python", *command[1:]])
+    print(FIX_REAUDIT.format(command=shown), file=sys.stderr)
+    sys.stderr.flush()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+    if result.returncode not in (EXIT_CLEAN, EXIT_CHANGES):
+        output = (result.stdout + result.stderr).rstrip()
+        print(
+            FIX_REAUDIT_FAILED.format(target=target, code=result.returncode, output=output),
+            file=sys.stderr,
+        )
+        return EXIT_CHANGES
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    message = FIX_CLEAN if result.returncode == EXIT_CLEAN else FIX_NOT_CLEAN
+    print(message.format(target=target), file=sys.stderr)
+    return result.returncode
+
+
+def _report_hand(plan: Plan, forward: list[HandEdit]) -> None:
+    """The hand edits, one entry per line of code (names that share it joined)."""
+    groups: dict[tuple[str, int, str, str], list[str]] = {}
+    for item in [*plan.hand, *forward]:
+        names = groups.setdefault((item.filename, item.lineno, item.reason, item.edit), [])
+        if item.name and item.name not in names:
+            names.append(item.name)
+    if not groups:
+        return
+    print(FIX_HAND_HEADER.format(count=len(groups)), file=sys.stderr)
+    for (filename, lineno, reason, edit), names in sorted(groups.items()):
+        where = f"{_short(filename)}:{lineno}" if lineno else _short(filename)
+        subject = f"{', '.join(names)}: " if names else ""
+        print(f"  {where}: {subject}{reason}\n      {edit}", file=sys.stderr)
+
+
+def _diff(filename: str, old: bytes, new: bytes, encoding: str) -> list[str]:
+    name = _short(filename)
+    return list(
+        difflib.unified_diff(
+            old.decode(encoding).splitlines(keepends=True),
+            new.decode(encoding).splitlines(keepends=True),
+            f"a/{name}",
+            f"b/{name}",
+        )
+    )
+
+
+def _libraries() -> list[str]:
+    """Directories never edited, even under the working directory: installed packages, the
+    standard library, torch and autoreg."""
+    paths = sysconfig.get_paths()
+    found = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    found |= {os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))}
+    return sorted(found)
+
+
+def _short(filename: str) -> str:
+    """``filename`` relative to the working directory when it lies under it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative
