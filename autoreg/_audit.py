@@ -79,7 +79,7 @@ from ._messages import (
 from ._mixin import AutoRegisterMixin
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
-__all__ = ["Finding", "find_unregistered", "register_tensors"]
+__all__ = ["Finding", "Located", "find_unregistered", "locate_unregistered", "register_tensors"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -146,10 +146,24 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
     reaches it.
     """
     _check_module(module, "find_unregistered")
-    findings: list[Finding] = []
+    return [located.finding for located in locate_unregistered(module)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Located:
+    """A finding with the module whose attribute holds it, and that module's dotted path."""
+
+    finding: Finding
+    holder: nn.Module
+    holder_path: str
+
+
+def locate_unregistered(module: nn.Module) -> list[Located]:
+    """``find_unregistered(module)``, each finding with the module that holds it."""
+    located: list[Located] = []
     registered = registered_tensors(module.modules())
-    _audit(module, "", registered, set(module.modules()), findings, reached=True)
-    return findings
+    _audit(module, "", registered, set(module.modules()), located, reached=True)
+    return located
 
 
 def _audit(
@@ -157,23 +171,23 @@ def _audit(
     base: str,
     registered: dict[int, Any],
     audited: set[nn.Module],
-    findings: list[Finding],
+    located: list[Located],
     *,
     reached: bool,
 ) -> None:
-    """Add to ``findings`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
+    """Add to ``located`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
 
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
     not reached, and then nothing in it moves, not even what autoreg carries.
     """
-    reported = {id(finding.tensor) for finding in findings}
+    reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
-        owned = _owned(sub)
+        carried_names = _carried_names(sub) if reached else set()
         for name, value in _candidates(sub):
             if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except tensors that require grad.
-            carried = reached and owned.get(name) in (CARRIED, CONTAINER)
+            carried = name in carried_names
             for path, tensor in iter_tensors(value, _join(prefix, name)):
                 if id(tensor) in registered or id(tensor) in reported:
                     continue
@@ -181,7 +195,8 @@ def _audit(
                     continue
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
-                findings.append(Finding(path, tensor, type(sub).__name__, name, fix))
+                finding = Finding(path, tensor, type(sub).__name__, name, fix)
+                located.append(Located(finding, sub, prefix))
             if isinstance(value, torch.Tensor):
                 continue
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
@@ -199,9 +214,10 @@ def _audit(
                 ):
                     if id(tensor) not in registered and id(tensor) not in reported:
                         reported.add(id(tensor))
-                        findings.append(Finding(key, tensor, type(sub).__name__, name, fix))
-                _audit(held, path, registered, audited, findings, reached=False)
-                reported.update(id(finding.tensor) for finding in findings)
+                        finding = Finding(key, tensor, type(sub).__name__, name, fix)
+                        located.append(Located(finding, sub, prefix))
+                _audit(held, path, registered, audited, located, reached=False)
+                reported.update(id(entry.finding.tensor) for entry in located)
 
 
 def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str]:
@@ -229,13 +245,13 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
     _check_module(module, "register_tensors")
     registered: list[str] = []
     for prefix, sub in module.named_modules():
-        owned = _owned(sub)
+        carried = _carried_names(sub)
         for name, value in _candidates(sub):
             if (
                 not isinstance(value, torch.Tensor)
                 or isinstance(value, nn.Parameter)
                 or value.requires_grad
-                or name in owned
+                or name in carried
                 or why_no_buffer_slot(type(sub), name) is not None
             ):
                 continue
@@ -265,16 +281,18 @@ def _check_module(module: object, function: str) -> None:
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
 
 
-def _owned(module: nn.Module) -> dict[str, str]:
-    """The names autoreg owns on ``module``, from its record; ``{}`` if its class is not autoreg's.
+def _carried_names(module: nn.Module) -> set[str]:
+    """The names whose tensors an autoreg ``module``'s ``.to()`` converts; none for other modules.
 
-    An instance pickled from an autoreg class and unpickled after the class went back to
-    ``nn.Module`` keeps ``_autoreg_owned`` in its ``__dict__``, but nothing carries its tensors.
+    The one place the audits ask autoreg's core what it carries. The record is trusted only on an
+    instance of an autoreg class: one pickled from an autoreg class and unpickled after the class
+    went back to ``nn.Module`` keeps ``_autoreg_owned`` in its ``__dict__``, but nothing carries
+    its tensors.
     """
     if not isinstance(module, AutoRegisterMixin):
-        return {}
+        return set()
     owned: dict[str, str] = module.__dict__.get(OWNED) or {}
-    return owned
+    return {name for name, role in owned.items() if role in (CARRIED, CONTAINER)}
 
 
 def _is_device_cache(value: object) -> bool:

@@ -50,11 +50,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import inspect
 import linecache
 import os
 import random
 import sys
 import traceback
+import types
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Final, Generic, Literal, NoReturn, TypeVar
@@ -68,7 +70,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ._audit import Finding, find_unregistered
+from ._audit import Finding, find_unregistered, locate_unregistered
 from ._errors import ForwardAuditError, NotAModuleError
 from ._messages import (
     CANNOT_COPY,
@@ -81,12 +83,15 @@ from ._messages import (
     FIX_RAISES,
     FIX_RANDOM,
     FIX_RANDOM_LIKE,
+    FIX_STORED,
+    FIX_STORED_CONTAINER,
     FORWARD_RAISED,
     LOW_PRECISION_RAISED,
     NOT_A_MODULE,
     brief,
     describe,
 )
+from ._mixin import AutoRegisterMixin
 from ._walk import map_tensors
 
 __all__ = ["ForwardAuditError", "ForwardFinding", "audit_forward", "format_forward"]
@@ -94,7 +99,7 @@ __all__ = ["ForwardAuditError", "ForwardFinding", "audit_forward", "format_forwa
 STAND_IN: Final = torch.device("meta")
 LOW_PRECISION: Final = torch.bfloat16
 
-Kind = Literal["device", "dtype"]
+Kind = Literal["device", "dtype", "stored"]
 _V = TypeVar("_V")
 
 # --- the fix each finding suggests ---------------------------------------------------------------
@@ -153,13 +158,19 @@ _MODULE_CALL: Final = os.path.join(_TORCH_MODULES, "module.py")
 class ForwardFinding:
     """A tensor of a forward pass that stays behind when the model moves, and how to fix it.
 
-    ``kind`` is ``"device"`` (a CPU tensor that would meet the model's device: CUDA raises) or
+    ``kind`` is ``"device"`` (a CPU tensor that would meet the model's device: CUDA raises),
     ``"dtype"`` (a tensor of another dtype that promotes or breaks an operation of the model in
-    its own dtype or in ``bfloat16``).
+    its own dtype or in ``bfloat16``) or ``"stored"`` (a tensor forward stores on a module where
+    ``.to()`` leaves it behind: ``self.h = ...`` in a plain ``nn.Module``).
     ``filename`` and ``lineno`` are the user's line that made the tensor, or, for one made before
-    ``forward`` (``entered``), the line where it first entered it; ``source`` is that line's text.
-    ``op`` is the first operation that mixed it in, at ``op_filename:op_lineno``; ``tensor``
-    describes it (``float32[2, 3] cpu``); ``fix`` is what to write.
+    ``forward`` (``entered``), the line where it first entered it; for ``"stored"``, the line
+    that stored it. ``source`` is that line's text.
+    ``op`` is the first operation that mixed it in, at ``op_filename:op_lineno`` (empty and 0 for
+    ``"stored"``); ``tensor`` describes it (``float32[2, 3] cpu``); ``fix`` is what to write.
+    ``class_name`` and ``module_path`` name the module whose code made the tensor (for
+    ``"stored"``: the module whose attribute holds it), its path dotted from the audited model
+    (``""`` for the model itself); ``attribute`` is the attribute stored (``""`` for the other
+    kinds).
     """
 
     kind: Kind
@@ -172,8 +183,16 @@ class ForwardFinding:
     tensor: str
     entered: bool
     fix: str
+    attribute: str
+    class_name: str
+    module_path: str
 
     def __str__(self) -> str:
+        if self.kind == "stored":
+            return (
+                f"{self.where}: stored {self.tensor} in {self.class_name}.{self.attribute}: "
+                f"{self.source}\n    fix: {self.fix}"
+            )
         return (
             f"{self.where}: {self.kind} stray {self.tensor}, first mixed in by {_op_where(self)}: "
             f"{self.source}\n    fix: {self.fix}"
@@ -198,6 +217,9 @@ class ForwardFinding:
             "tensor": self.tensor,
             "entered": self.entered,
             "fix": self.fix,
+            "attribute": self.attribute,
+            "class_name": self.class_name,
+            "module_path": self.module_path,
         }
 
 
@@ -222,7 +244,7 @@ def audit_forward(
         raise NotAModuleError(
             NOT_A_MODULE.format(function="audit_forward", value=describe(model), hint="")
         )
-    findings: dict[tuple[str, str, int], ForwardFinding] = {}
+    findings: dict[tuple[str | int, ...], ForwardFinding] = {}
     with _rng_kept():
         _run(model, args, kwargs, None, backward, findings)
         if low_precision is not None:
@@ -258,7 +280,7 @@ def _run(
     kwargs: dict[str, Any],
     low: torch.dtype | None,
     backward: bool,
-    findings: dict[tuple[str, str, int], ForwardFinding],
+    findings: dict[tuple[str | int, ...], ForwardFinding],
 ) -> None:
     """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``.
 
@@ -270,6 +292,7 @@ def _run(
     inputs = _copy_inputs((args, kwargs), low, values)
     dtype = low or next((t.dtype for t in _state(twin) if t.is_floating_point()), None)
     audit = _Audit(twin, dtype, findings, values, devices=low is None)
+    stores = _StoreWatch(twin) if low is None else None
     grad = torch.enable_grad() if backward else torch.no_grad()
     try:
         with _default_device_cpu(), grad, audit:
@@ -277,6 +300,8 @@ def _run(
             roots = [t for t in _tensors(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
         _raise_forward_error(error, model, low, findings)
+    if stores is not None:
+        audit.record_stores(twin, stores.lines)
     if not (backward and roots):
         return
     try:
@@ -321,7 +346,7 @@ def _raise_forward_error(
     error: Exception,
     model: nn.Module,
     low: torch.dtype | None,
-    findings: dict[tuple[str, str, int], ForwardFinding],
+    findings: dict[tuple[str | int, ...], ForwardFinding],
 ) -> NoReturn:
     cls = type(model).__name__
     filename, lineno = _error_line(error)
@@ -474,6 +499,8 @@ class _Site:
 
     filename: str
     lineno: int
+    class_name: str  # the module whose code made it
+    module_path: str
     entered: bool = False
     typed: bool = False  # its dtype was written in the code: not a dtype stray
     copied_back: bool = False  # a copy of a stand-in tensor to the CPU
@@ -488,7 +515,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self,
         twin: nn.Module,
         dtype: torch.dtype | None,
-        findings: dict[tuple[str, str, int], ForwardFinding],
+        findings: dict[tuple[str | int, ...], ForwardFinding],
         values: _ByTensor[torch.Tensor],
         *,
         devices: bool,
@@ -505,6 +532,10 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.names = {id(t): name for name, t in twin.named_parameters()}
         self.names.update({id(t): name for name, t in twin.named_buffers()})
         self.attributes = _strand(twin)  # the plain attributes .to() left behind
+        # The copy's modules by id, with their paths: whose code runs an operation.
+        self.modules = {id(m): (path, type(m).__name__) for path, m in twin.named_modules()}
+        self.root = self.modules[id(twin)]
+        self.made: _ByTensor[tuple[str, int]] = _ByTensor()  # the user's line that computed it
 
     def __torch_dispatch__(
         self,
@@ -704,6 +735,10 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 and kwargs.get("dtype") not in (None, tensors[0].dtype)
             ):
                 site = dataclasses.replace(site, typed=True)
+        line = self._line()[:2]
+        for out in outputs:
+            if out not in self.made:
+                self.made[out] = line
         if site is None:
             return
         for out in outputs:
@@ -749,7 +784,7 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 fix = FIX_PROMOTES.format(
                     ref=ref, op=op, stray=stray, low=low, result=_dtype_name(result)
                 )
-        op_filename, op_lineno = self._line()
+        op_filename, op_lineno = self._line()[:2]
         self.findings[key] = ForwardFinding(
             kind=kind,
             filename=site.filename,
@@ -761,11 +796,66 @@ class _Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             tensor=brief(tensor),
             entered=site.entered,
             fix=fix,
+            attribute="",
+            class_name=site.class_name,
+            module_path=site.module_path,
         )
 
-    def _line(self) -> tuple[str, int]:
-        """The user's line running now: the innermost frame outside torch and autoreg."""
-        return _user_line(sys._getframe(1))
+    def record_stores(self, twin: nn.Module, lines: dict[tuple[int, str], tuple[str, int]]) -> None:
+        """Record what the pass stored on the copy's modules where ``.to()`` leaves it behind:
+        the tensors ``find_unregistered`` reports now and did not before the pass, each at the
+        line that stored its attribute (``lines``), or, for one put into a container in place,
+        at the line that computed it."""
+        for entry in locate_unregistered(twin):
+            finding, holder = entry.finding, entry.holder
+            tensor = finding.tensor
+            if id(tensor) in self.attributes:
+                continue  # there before the pass
+            line = lines.get((id(holder), finding.attribute)) or self.made.get(tensor)
+            filename, lineno = line or _forward_line(holder)
+            key = ("stored", filename, lineno, entry.holder_path, finding.attribute)
+            if key in self.findings:
+                continue
+            self.findings[key] = ForwardFinding(
+                kind="stored",
+                filename=filename,
+                lineno=lineno,
+                source=linecache.getline(filename, lineno).strip(),
+                op="",
+                op_filename="",
+                op_lineno=0,
+                tensor=brief(tensor),
+                entered=False,
+                fix=_stored_fix(holder, finding),
+                attribute=finding.attribute,
+                class_name=finding.class_name,
+                module_path=entry.holder_path,
+            )
+
+    def _line(self) -> tuple[str, int, str, str]:
+        """The user's line running now (the innermost frame outside torch and autoreg), with
+        the class and path of the module whose code it is: the nearest ``self`` on the stack
+        that is a module of the copy (the model itself when none is)."""
+        frame = _user_frame(sys._getframe(1))
+        if frame is None:
+            filename, lineno = _user_line(sys._getframe(1))
+        else:
+            filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        while frame is not None and frame.f_code is not _call.__code__:
+            owner = self.modules.get(id(frame.f_locals.get("self")))
+            if owner is not None:
+                return filename, lineno, owner[1], owner[0]
+            frame = frame.f_back
+        return filename, lineno, self.root[1], self.root[0]
+
+
+def _user_frame(frame: FrameType | None) -> FrameType | None:
+    """The innermost frame outside torch and autoreg, up to the forward call."""
+    while frame is not None and frame.f_code is not _call.__code__:
+        if not frame.f_code.co_filename.startswith((_TORCH_DIR, _AUTOREG_DIR)):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def _user_line(frame: FrameType | None) -> tuple[str, int]:
@@ -898,3 +988,65 @@ def _op_where(finding: ForwardFinding) -> str:
     if finding.op_filename == finding.filename:
         return f"{finding.op} (line {finding.op_lineno})"
     return f"{finding.op} ({_short(finding.op_filename)}:{finding.op_lineno})"
+
+
+class _StoreWatch:
+    """The user's line of the first store of each attribute of the copy's modules in the pass.
+
+    Each module of the copy is switched to a subclass of its class (one per class, same names)
+    whose ``__setattr__`` notes the line, then calls the class's own. The copy is the audit's:
+    the caller's modules and classes are left as they were. A module whose class cannot be
+    subclassed that way is not watched.
+    """
+
+    def __init__(self, twin: nn.Module) -> None:
+        self.lines: dict[tuple[int, str], tuple[str, int]] = {}
+        watching: dict[type, type | None] = {}
+        for module in twin.modules():
+            cls = type(module)
+            if cls not in watching:
+                watching[cls] = self._subclass(cls)
+            subclass = watching[cls]
+            if subclass is not None:
+                with contextlib.suppress(TypeError):  # a layout __class__ cannot take
+                    module.__class__ = subclass
+
+    def _subclass(self, cls: type) -> type | None:
+        lines = self.lines
+        setattr_of: Any = cls.__setattr__
+
+        def __setattr__(module: nn.Module, name: str, value: Any) -> None:  # noqa: N807
+            key = (id(module), name)
+            if key not in lines:
+                lines[key] = _user_line(sys._getframe(1))
+            setattr_of(module, name, value)
+
+        def body(namespace: dict[str, Any]) -> None:
+            namespace.update(
+                __setattr__=__setattr__, __module__=cls.__module__, __qualname__=cls.__qualname__
+            )
+
+        try:
+            return types.new_class(cls.__name__, (cls,), exec_body=body)
+        except Exception:  # noqa: BLE001 - a class that refuses subclasses: not watched
+            return None
+
+
+def _forward_line(module: nn.Module) -> tuple[str, int]:
+    """The first line of ``module``'s ``forward``: where a store no hook saw is reported."""
+    forward = type(module).forward
+    try:
+        return inspect.getsourcefile(forward) or "<unknown>", inspect.getsourcelines(forward)[1]
+    except (OSError, TypeError):
+        return "<unknown>", 0
+
+
+def _stored_fix(holder: nn.Module, finding: Finding) -> str:
+    """The fix for a tensor forward stored on ``holder``, where ``.to()`` leaves it."""
+    tensor, value = finding.tensor, holder.__dict__.get(finding.attribute)
+    if tensor.requires_grad or isinstance(holder, AutoRegisterMixin):
+        return finding.fix  # an autograd result, a weight, a name autoreg cannot carry
+    if value is tensor:
+        return FIX_STORED.format(name=finding.attribute)
+    kind = "dict" if isinstance(value, dict) else "list"
+    return FIX_STORED_CONTAINER.format(kind=kind)

@@ -239,6 +239,16 @@ FIX_PROMOTES: Final = (
 
 FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
 
+FIX_STORED: Final = (
+    "state forward stores where .to() leaves it: subclass autoreg.Module (it carries it), or "
+    "in __init__: self.register_buffer('{name}', None, persistent=False)"
+)
+
+FIX_STORED_CONTAINER: Final = (
+    "a {kind} of tensors forward stores where .to() leaves them: subclass autoreg.Module (it "
+    "carries the {kind}), or one non-persistent buffer per tensor"
+)
+
 CANNOT_COPY: Final = """\
 audit_forward() cannot deep-copy {cls}: {error}
 The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \

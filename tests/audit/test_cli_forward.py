@@ -177,6 +177,9 @@ def test_json_adds_the_forward_findings(
         "entered": False,
         "fix": "device=x.device (or .to(x)); a constant: make it once in __init__ as a buffer "
         "(autoreg.Module registers it)",
+        "attribute": "",
+        "class_name": "Positions",
+        "module_path": "",
     }
     assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not
 
