@@ -401,6 +401,11 @@ FIX_HAND_NOT_EDITABLE: Final = (
     "directory, never installed packages)"
 )
 
+FIX_HAND_LIBRARY: Final = (
+    "stored by {cls}, defined in {library}, where packages are installed: autoreg fix never "
+    "edits them"
+)
+
 FIX_HAND_NOT_EDITABLE_EDIT: Final = (
     "call autoreg.register_tensors(model) once the model is built, or run autoreg fix from the "
     "directory that holds the class"
@@ -461,7 +466,12 @@ FIX_HAND_BASES_EDIT: Final = (
     "bases of {cls}"
 )
 
-FIX_HAND_FORWARD: Final = "forward makes a {kind} stray {tensor}"
+FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
+
+FIX_FORWARD_STRAYS: Final = (
+    "note: forward also makes {count} {tensors} on the default device or dtype, which autoreg "
+    "fix does not rewrite: autoreg audit --forward lists them with their fixes."
+)
 
 FIX_NOTHING: Final = "autoreg fix: nothing to rewrite."
 

@@ -16,24 +16,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import difflib
 import os
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import torch
 from torch import nn
 
-from .._audit import find_unregistered
 from .._errors import ForwardAuditError
 from .._forward import ForwardFinding, audit_forward
 from .._messages import (
     FACTORY_NOT_A_MODULE,
     FIX_CLEAN,
+    FIX_FORWARD_STRAYS,
     FIX_GAINS_STATE,
     FIX_HAND_HEADER,
     FIX_NO_LIBCST,
@@ -45,8 +46,8 @@ from .._messages import (
     FIX_WROTE,
     FORWARD_FAILED,
 )
-from .collect import collect, forward_hand_edits
-from .plan import HandEdit, Plan, Site, Stray, WrapModules, make_plan
+from .collect import collect
+from .plan import Plan, Stray, WrapModules, make_plan
 from .sites import record_stores
 
 __all__ = ["add_parser", "run"]
@@ -102,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
     from .._cli import _UsageError
 
     strays: list[Stray] = []
-    hand: list[HandEdit] = []
     forward_targets: set[str] = set()
+    strays_made = 0
     for target in args.targets:
         try:
             with contextlib.redirect_stdout(sys.stderr):  # stdout carries the diff only
@@ -114,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         strays += found
         if forward is not None:
             forward_targets.add(target)
-            hand += forward_hand_edits(forward)
+            # What forward makes itself (not an attribute it read): never an edit of fix's.
+            strays_made += sum(f.kind != "stored" and not f.entered for f in forward)
     plan = make_plan(strays, args.style, os.getcwd(), _libraries())
     changed: dict[str, bytes] = {}
     encodings: dict[str, str] = {}
@@ -135,8 +137,17 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.writelines(_diff(filename, old, code, encodings[filename]))
     else:
         for filename, code in changed.items():
+            old = Path(filename).read_bytes()
             Path(filename).write_bytes(code)
-    _report_hand(plan, hand)
+            moved = _line_map(old.decode(encodings[filename]), code.decode(encodings[filename]))
+            plan.hand = [
+                dataclasses.replace(h, lineno=moved(h.lineno)) if h.filename == filename else h
+                for h in plan.hand
+            ]
+    _report_hand(plan)
+    if strays_made:
+        tensors = "tensor" if strays_made == 1 else "tensors"
+        print(FIX_FORWARD_STRAYS.format(count=strays_made, tensors=tensors), file=sys.stderr)
     files = ", ".join(_short(name) for name in sorted(changed))
     if not args.write:
         count = len(changed)
@@ -168,24 +179,12 @@ def _audit(target: str) -> tuple[list[Stray], list[ForwardFinding] | None]:
     if not isinstance(model, nn.Module):
         raise _UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=_typename(value)))
     forward: list[ForwardFinding] | None = None
-    stored: list[tuple[nn.Module, str, Site]] = []
     if inputs is not None:
         try:
             forward = audit_forward(model, *inputs[0], **inputs[1])
         except ForwardAuditError as error:
             raise _UsageError(FORWARD_FAILED.format(target=target, error=error)) from None
-        for finding in forward:
-            if getattr(finding, "kind", None) == "stored":
-                stored.append(_stored_site(model, finding))
-    return collect(model, find_unregistered(model), stores, stored), forward
-
-
-def _stored_site(model: nn.Module, finding: Any) -> tuple[nn.Module, str, Site]:
-    """A forward audit's ``stored`` finding as ``(module, attribute, site)``."""
-    module = model.get_submodule(finding.module_path)
-    where = os.path.abspath(finding.filename)
-    site = Site(where, finding.lineno, f"{finding.class_name}.forward", False, "tensor")
-    return module, finding.attribute, site
+    return collect(model, stores, forward or ()), forward
 
 
 def _reaudit(target: str, forward: bool) -> int:
@@ -209,10 +208,10 @@ def _reaudit(target: str, forward: bool) -> int:
     return result.returncode
 
 
-def _report_hand(plan: Plan, forward: list[HandEdit]) -> None:
+def _report_hand(plan: Plan) -> None:
     """The hand edits, one entry per line of code (names that share it joined)."""
     groups: dict[tuple[str, int, str, str], list[str]] = {}
-    for item in [*plan.hand, *forward]:
+    for item in plan.hand:
         names = groups.setdefault((item.filename, item.lineno, item.reason, item.edit), [])
         if item.name and item.name not in names:
             names.append(item.name)
@@ -235,6 +234,19 @@ def _diff(filename: str, old: bytes, new: bytes, encoding: str) -> list[str]:
             f"b/{name}",
         )
     )
+
+
+def _line_map(old: str, new: str) -> Callable[[int], int]:
+    """Where each line of ``old`` is in ``new`` (a changed line: where its change starts)."""
+    blocks = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines()).get_opcodes()
+
+    def moved(lineno: int) -> int:
+        for tag, i1, i2, j1, _ in blocks:
+            if i1 < lineno <= i2:  # old lines i1 + 1 .. i2
+                return j1 + (lineno - i1 if tag == "equal" else 1)
+        return lineno
+
+    return moved
 
 
 def _libraries() -> list[str]:

@@ -9,7 +9,6 @@ would put it, and only when the file does not already import it.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -39,7 +38,15 @@ from .._messages import (
 )
 from .imports import add_import
 from .plan import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
-from .source import Index, Statement, dotted, is_self_attribute, super_init
+from .source import (
+    Index,
+    assigns,
+    before_init,
+    dotted,
+    probes,
+    self_name_of,
+    super_init,
+)
 
 __all__ = ["Rewrite", "rewrite"]
 
@@ -125,8 +132,13 @@ class _Changes:
         if edit.replace is not None:
             bases[edit.replace] = bases[edit.replace].with_changes(value=_expr("autoreg.Module"))
         else:
-            first = bases[0].comma
-            comma = first if isinstance(first, cst.Comma) else cst.Comma(whitespace_after=_SPACE)
+            # One base per line stays one per line: the mixin takes the first base's indent.
+            space: cst.BaseParenthesizableWhitespace = _SPACE
+            if isinstance(cls.lpar, cst.LeftParen) and isinstance(
+                cls.lpar.whitespace_after, cst.ParenthesizedWhitespace
+            ):
+                space = cls.lpar.whitespace_after
+            comma = cst.Comma(whitespace_after=space)
             bases.insert(0, cst.Arg(_expr("autoreg.AutoRegisterMixin"), comma=comma))
         self.bases[cls] = bases
         self.imports.add("autoreg")
@@ -157,15 +169,15 @@ class _Changes:
         if any(isinstance(n, (cst.For, cst.While)) for n in inner):
             refuse(FIX_HAND_LOOP, fix)
             return
-        self_name = _self_name(method)
+        self_name = self_name_of(method)
         small = next(
-            (s for s in statement.node.body if _target(s, self_name, edit.attribute)), None
+            (s for s in statement.node.body if assigns(s, self_name, edit.attribute)), None
         )
         if small is None or self_name is None:
             refuse(FIX_HAND_NOT_ASSIGN, fix)
             return
         value = small.value  # type: ignore[attr-defined]
-        if _before_init(self.index, method, statement, self_name):
+        if before_init(self.index, method, statement, self_name):
             refuse(FIX_HAND_BEFORE_INIT, fix)
         elif isinstance(edit, WrapModules):
             self._wrap(cls, edit, small, value, self_name, refuse)
@@ -216,7 +228,7 @@ class _Changes:
             ),
             None,
         )
-        self_name = _self_name(init) if init else None
+        self_name = self_name_of(init) if init else None
         body = self.index.body_statements(init) if init else []
         start = next(
             (i for i, s in enumerate(body) if self_name and super_init(s, self_name)), None
@@ -224,7 +236,7 @@ class _Changes:
         if init is None or self_name is None or start is None:
             refuse(FIX_HAND_NO_INIT, FIX_HAND_DECLARE_EDIT)
             return
-        if _probed(cls, edit.attribute):
+        if probes(cls, edit.attribute):
             refuse(FIX_HAND_PROBED, FIX_HAND_DECLARE_EDIT)
             return
         call = _register(self_name, edit.attribute, cst.Name("None"))
@@ -232,7 +244,7 @@ class _Changes:
             for small in statement.node.body:
                 value = getattr(small, "value", None)
                 none = isinstance(value, cst.Name) and value.value == "None"
-                if none and _target(small, self_name, edit.attribute):
+                if none and assigns(small, self_name, edit.attribute):
                     self.replaced[small] = cst.Expr(call, semicolon=small.semicolon)
                     self.made.append(edit)
                     return
@@ -281,61 +293,6 @@ def _register(self_name: str, attribute: str, value: cst.BaseExpression) -> cst.
             ),
         ],
     )
-
-
-def _target(small: cst.BaseSmallStatement, self_name: str | None, attribute: str) -> bool:
-    """Whether ``small`` is ``self.attribute = value`` (annotated or not) with one target."""
-    if self_name is None:
-        return False
-    if isinstance(small, cst.Assign):
-        return len(small.targets) == 1 and is_self_attribute(
-            small.targets[0].target, self_name, attribute
-        )
-    if isinstance(small, cst.AnnAssign):
-        return small.value is not None and is_self_attribute(small.target, self_name, attribute)
-    return False
-
-
-def _self_name(function: cst.FunctionDef) -> str | None:
-    """The name of a method's first parameter (None for a static method or no parameter)."""
-    static = any(m.matches(d.decorator, m.Name("staticmethod")) for d in function.decorators)
-    params = function.params.posonly_params or function.params.params
-    return None if static or not params else params[0].name.value
-
-
-def _before_init(
-    index: Index, method: cst.FunctionDef, statement: Statement, self_name: str
-) -> bool:
-    """Whether ``statement`` in ``__init__`` comes before its ``super().__init__()`` call."""
-    if method.name.value != "__init__":
-        return False
-    body = index.body_statements(method)
-    calls = [s.start for s in body if super_init(s, self_name)]
-    return bool(calls) and statement.start < calls[0]
-
-
-def _probed(cls: cst.ClassDef, attribute: str) -> bool:
-    """Whether ``cls`` asks whether ``attribute`` exists: ``hasattr(x, "a")``,
-    ``getattr(x, "a", default)``, or through ``__dict__`` / ``vars()``."""
-    name = m.SimpleString(m.MatchIfTrue(lambda text: _literal(text) == attribute))
-    asks = m.Call(func=m.Name("hasattr"), args=[m.DoNotCare(), m.Arg(name)]) | m.Call(
-        func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(name), m.DoNotCare()]
-    )
-    through = m.Call(
-        func=m.Attribute(value=m.Attribute(attr=m.Name("__dict__")) | m.Call(m.Name("vars"))),
-        args=[m.Arg(name), m.ZeroOrMore()],
-    ) | m.Comparison(
-        left=name,
-        comparisons=[m.ComparisonTarget(m.In(), m.Attribute(attr=m.Name("__dict__")))],
-    )
-    return bool(m.findall(cls, asks | through))
-
-
-def _literal(text: str) -> object:
-    try:
-        return ast.literal_eval(text)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def _self_attr(self_name: str, attribute: str) -> m.Attribute:

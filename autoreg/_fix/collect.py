@@ -11,76 +11,78 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import torch
 from torch import nn
 
-from .._audit import Finding, _is_device_cache
-from .._contract import MODULE_INTERNALS, why_no_buffer_slot
+from .._audit import _is_device_cache, locate_unregistered
+from .._contract import why_no_buffer_slot
 from .._forward import ForwardFinding
 from .._messages import (
+    FIX_AUTOGRAD_RESULT,
     FIX_HAND_AUTOGRAD,
     FIX_HAND_AUTOGRAD_EDIT,
     FIX_HAND_DEVICE_CACHE,
     FIX_HAND_DEVICE_CACHE_EDIT,
     FIX_HAND_FINDING,
-    FIX_HAND_FORWARD,
     FIX_HAND_GRAD,
     FIX_HAND_GRAD_EDIT,
     FIX_HAND_NO_SLOT,
     FIX_HAND_NO_SLOT_EDIT,
     FIX_HAND_PARAMETER,
     FIX_HAND_PARAMETER_EDIT,
+    FIX_HAND_STORED,
+    FIX_STORED,
+    FIX_STORED_CONTAINER,
 )
 from .._mixin import AutoRegisterMixin
 from .._walk import CONTAINERS, iter_modules, iter_tensors
-from .plan import ClassInfo, HandEdit, Kind, Site, Stray
+from .plan import ClassInfo, Kind, Site, Stray
 from .sites import Stores
 
-__all__ = ["collect", "forward_hand_edits"]
+__all__ = ["collect"]
 
 
 def collect(
-    model: nn.Module,
-    findings: Sequence[Finding],
-    stores: Stores,
-    stored: Iterable[tuple[nn.Module, str, Site]] = (),
+    model: nn.Module, stores: Stores, forward: Iterable[ForwardFinding] = ()
 ) -> list[Stray]:
-    """One ``Stray`` per class and attribute of ``findings`` (in their order), with the sites
-    ``stores`` recorded for it; ``stored`` adds sites the forward audit found, as
-    ``(module, attribute, site)``."""
-    holders = _holders(model)
-    groups: dict[tuple[type, str], list[nn.Module]] = {}
-    for finding in findings:
-        for holder in holders.get((id(finding.tensor), finding.attribute), ()):
-            if type(holder).__name__ == finding.class_name:
-                modules = groups.setdefault((type(holder), finding.attribute), [])
-                if holder not in modules:
-                    modules.append(holder)
-    extra: dict[tuple[type, str], list[Site]] = {}
-    for module, attribute, site in stored:
-        extra.setdefault((type(module), attribute), []).append(site)
-        groups.setdefault((type(module), attribute), []).append(module)
-    fixes = {(f.class_name, f.attribute): f.fix for f in findings}
+    """One ``Stray`` per class and attribute that leaves tensors behind, in the order
+    ``find_unregistered`` reports them, then the state ``forward`` stores (its ``"stored"``
+    findings), with the sites ``stores`` recorded while the model was built."""
+    holders: dict[tuple[type, str], list[nn.Module]] = {}
+    fixes: dict[tuple[type, str], str] = {}
+    later: dict[tuple[type, str], list[Site]] = {}
+    for entry in locate_unregistered(model):
+        key = (type(entry.holder), entry.finding.attribute)
+        modules = holders.setdefault(key, [])
+        if entry.holder not in modules:
+            modules.append(entry.holder)
+        fixes.setdefault(key, entry.finding.fix)
+    for finding in forward:
+        if finding.kind == "stored":
+            module = model.get_submodule(finding.module_path)
+            key = (type(module), finding.attribute)
+            holders.setdefault(key, [module])
+            fixes.setdefault(key, finding.fix)
+            where = os.path.abspath(finding.filename)
+            site = Site(where, finding.lineno, "forward", False, _stored_value(finding))
+            later.setdefault(key, []).append(site)
     strays = []
-    for (cls, attribute), modules in groups.items():
+    for (cls, attribute), modules in holders.items():
         sites = [site for module in modules for site in stores.of(module, attribute)]
-        sites += extra.get((cls, attribute), [])
-        fix = fixes.get((cls.__name__, attribute), "")
+        sites += later.get((cls, attribute), [])
+        fix = fixes[cls, attribute]
         strays.append(_stray(cls, attribute, modules[0], tuple(dict.fromkeys(sites)), fix))
     return strays
 
 
-def forward_hand_edits(findings: Iterable[ForwardFinding]) -> list[HandEdit]:
-    """The forward audit's device and dtype strays, listed with their fixes."""
-    return [
-        HandEdit(
-            f.filename, f.lineno, "", FIX_HAND_FORWARD.format(kind=f.kind, tensor=f.tensor), f.fix
-        )
-        for f in findings
-        if f.kind in ("device", "dtype")
-    ]
+def _stored_value(finding: ForwardFinding) -> str:
+    """What forward stored, as a ``Site.value``, read from the fix the audit gives it."""
+    containers = {FIX_STORED_CONTAINER.format(kind=kind) for kind in ("list", "dict")}
+    if finding.fix in (FIX_STORED.format(name=finding.attribute), FIX_AUTOGRAD_RESULT):
+        return "tensor"
+    return "container" if finding.fix in containers else "other"
 
 
 def _stray(
@@ -105,6 +107,13 @@ def _stray(
         if where is not None:
             return hand(FIX_HAND_NO_SLOT.format(where=where, **text), FIX_HAND_NO_SLOT_EDIT)
         kind = Kind.TENSOR
+    elif not isinstance(value, CONTAINERS):  # stored by forward, in the audit's copy only
+        stored = {site.value for site in sites if not site.construction}
+        if "container" in stored:
+            return Stray(classes, attribute, Kind.TENSORS, sites, "container")
+        if "tensor" not in stored:
+            return hand(FIX_HAND_STORED, fix)
+        kind = Kind.TENSOR
     elif _is_device_cache(value):
         return hand(FIX_HAND_DEVICE_CACHE, FIX_HAND_DEVICE_CACHE_EDIT.format(**text))
     elif any(True for _ in iter_modules(value)):
@@ -116,33 +125,8 @@ def _stray(
         kind = Kind.TENSORS
     if isinstance(module, AutoRegisterMixin):  # autoreg would move it: something else is wrong
         return hand(FIX_HAND_FINDING.format(**text), fix)
-    return Stray(classes, attribute, kind, sites, type(value).__name__)
-
-
-def _holders(model: nn.Module) -> dict[tuple[int, str], list[nn.Module]]:
-    """``(id(tensor), attribute)`` to the modules whose ``attribute`` holds the tensor: directly,
-    in a container, or as a parameter or buffer of a module in a container (as
-    ``find_unregistered`` walks them)."""
-    index: dict[tuple[int, str], list[nn.Module]] = {}
-    seen: set[int] = set()
-
-    def visit(root: nn.Module) -> None:
-        for module in root.modules():
-            if id(module) in seen:
-                continue
-            seen.add(id(module))
-            for name, value in list(vars(module).items()):
-                if name in MODULE_INTERNALS or not isinstance(value, (torch.Tensor, *CONTAINERS)):
-                    continue
-                tensors = [t for _, t in iter_tensors(value)]
-                for _, held in iter_modules(value):
-                    tensors += [*held.parameters(), *held.buffers()]
-                    visit(held)
-                for tensor in tensors:
-                    index.setdefault((id(tensor), name), []).append(module)
-
-    visit(model)
-    return index
+    container = type(value).__name__ if kind is Kind.TENSORS else ""
+    return Stray(classes, attribute, kind, sites, container)
 
 
 def _wrappable(value: object) -> bool:

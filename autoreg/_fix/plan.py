@@ -17,6 +17,7 @@ from .._messages import (
     FIX_HAND_CONTAINER_EDIT,
     FIX_HAND_HELPER,
     FIX_HAND_HELPER_EDIT,
+    FIX_HAND_LIBRARY,
     FIX_HAND_MIXED,
     FIX_HAND_MIXED_EDIT,
     FIX_HAND_MODULES_AS_IS,
@@ -279,12 +280,14 @@ def _editable(
         reason = FIX_HAND_NO_SOURCE.format(cls=cls.qualname)
         _hand(plan, stray, reason, FIX_HAND_NO_SOURCE_EDIT.format(cls=cls.qualname))
         return False
-    if not _under(cls.filename, root) or any(_under(cls.filename, lib) for lib in libraries):
-        reason = FIX_HAND_NOT_EDITABLE.format(cls=cls.qualname, root=root)
-        edit = FIX_HAND_NOT_EDITABLE_EDIT
-        plan.list(HandEdit(cls.filename, cls.lineno, stray.name, reason, edit))
-        return False
-    return True
+    library = next((lib for lib in libraries if _under(cls.filename, lib)), None)
+    if library is None and _under(cls.filename, root):
+        return True
+    reason = (FIX_HAND_LIBRARY if library else FIX_HAND_NOT_EDITABLE).format(
+        cls=cls.qualname, root=root, library=library
+    )
+    plan.list(HandEdit(cls.filename, cls.lineno, stray.name, reason, FIX_HAND_NOT_EDITABLE_EDIT))
+    return False
 
 
 def _under(path: str, directory: str) -> bool:

@@ -5,6 +5,7 @@ spells ``torch.nn``.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Iterator
 
@@ -12,7 +13,17 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-__all__ = ["Index", "Statement", "dotted", "is_self_attribute", "super_init"]
+__all__ = [
+    "Index",
+    "Statement",
+    "assigns",
+    "before_init",
+    "dotted",
+    "is_self_attribute",
+    "probes",
+    "self_name_of",
+    "super_init",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +151,62 @@ def super_init(statement: Statement, self_name: str) -> bool:
         if call.args and m.matches(call.args[0].value, m.Name(self_name)):
             return True
     return False
+
+
+def assigns(small: cst.BaseSmallStatement, self_name: str | None, attribute: str) -> bool:
+    """Whether ``small`` is ``self.attribute = value`` (annotated or not) with one target."""
+    if self_name is None:
+        return False
+    if isinstance(small, cst.Assign):
+        return len(small.targets) == 1 and is_self_attribute(
+            small.targets[0].target, self_name, attribute
+        )
+    if isinstance(small, cst.AnnAssign):
+        return small.value is not None and is_self_attribute(small.target, self_name, attribute)
+    return False
+
+
+def self_name_of(function: cst.FunctionDef) -> str | None:
+    """The name of a method's first parameter (None for a static method or no parameter)."""
+    static = any(m.matches(d.decorator, m.Name("staticmethod")) for d in function.decorators)
+    params = function.params.posonly_params or function.params.params
+    return None if static or not params else params[0].name.value
+
+
+def before_init(
+    index: Index, method: cst.FunctionDef, statement: Statement, self_name: str
+) -> bool:
+    """Whether ``statement`` in ``__init__`` comes before its ``super().__init__()`` call."""
+    if method.name.value != "__init__":
+        return False
+    body = index.body_statements(method)
+    calls = [s.start for s in body if super_init(s, self_name)]
+    return bool(calls) and statement.start < calls[0]
+
+
+def probes(cls: cst.ClassDef, attribute: str) -> bool:
+    """Whether ``cls`` asks whether ``attribute`` exists: ``hasattr(x, "a")``,
+    ``getattr(x, "a", default)``, or through ``__dict__`` / ``vars()``."""
+    name = m.SimpleString(m.MatchIfTrue(lambda text: literal(text) == attribute))
+    asks = m.Call(func=m.Name("hasattr"), args=[m.DoNotCare(), m.Arg(name)]) | m.Call(
+        func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(name), m.DoNotCare()]
+    )
+    through = m.Call(
+        func=m.Attribute(value=m.Attribute(attr=m.Name("__dict__")) | m.Call(m.Name("vars"))),
+        args=[m.Arg(name), m.ZeroOrMore()],
+    ) | m.Comparison(
+        left=name,
+        comparisons=[m.ComparisonTarget(m.In(), m.Attribute(attr=m.Name("__dict__")))],
+    )
+    return bool(m.findall(cls, asks | through))
+
+
+def literal(text: str) -> object:
+    """The value of a string literal's source text (None if it is not one)."""
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _top_imports(module: cst.Module) -> Iterator[cst.Import | cst.ImportFrom]:

@@ -69,6 +69,11 @@ def build():
     return Model()
 
 
+def clean():
+    """A layer that keeps nothing behind."""
+    return Clean(4)
+
+
 def build_with_inputs():
     """The model and the inputs of one forward: autoreg fix audits the forward too."""
     return Model(), (torch.randn(2, 4),)
