@@ -24,7 +24,7 @@ import sys
 import sysconfig
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import torch
 from torch import nn
@@ -47,6 +47,9 @@ from .._messages import (
     FORWARD_FAILED,
 )
 from .collect import collect
+
+if TYPE_CHECKING:
+    from .codemod import Rewrite
 from .plan import Plan, Stray, WrapModules, make_plan
 from .sites import record_stores
 
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     strays: list[Stray] = []
     forward_targets: set[str] = set()
-    strays_made = 0
+    made_by_forward = 0
     for target in args.targets:
         try:
             with contextlib.redirect_stdout(sys.stderr):  # stdout carries the diff only
@@ -116,49 +119,54 @@ def run(args: argparse.Namespace) -> int:
         if forward is not None:
             forward_targets.add(target)
             # What forward makes itself (not an attribute it read): never an edit of fix's.
-            strays_made += sum(f.kind != "stored" and not f.entered for f in forward)
+            made_by_forward += sum(f.kind != "stored" and not f.entered for f in forward)
     plan = make_plan(strays, args.style, os.getcwd(), _libraries())
-    changed: dict[str, bytes] = {}
-    encodings: dict[str, str] = {}
-    for filename, edits in plan.edits.items():
+    rewrites: dict[str, tuple[bytes, Rewrite]] = {}
+    for filename, edits in sorted(plan.edits.items()):
         source = Path(filename).read_bytes()
         result = rewrite(source, filename, edits)
         plan.hand += [h for h in result.hand if h not in plan.hand]
         if result.code != source:
-            changed[filename] = result.code
-            encodings[filename] = result.encoding
-        for edit in result.made:
-            if isinstance(edit, WrapModules):
-                name = f"{edit.cls.qualname.rpartition('.')[2]}.{edit.attribute}"
-                print(FIX_GAINS_STATE.format(name=name, container=edit.container), file=sys.stderr)
-    if not args.write:
-        for filename, code in sorted(changed.items()):
-            old = Path(filename).read_bytes()
-            sys.stdout.writelines(_diff(filename, old, code, encodings[filename]))
+            rewrites[filename] = (source, result)
+    if args.write:
+        _write(rewrites, plan)
     else:
-        for filename, code in changed.items():
-            old = Path(filename).read_bytes()
-            Path(filename).write_bytes(code)
-            moved = _line_map(old.decode(encodings[filename]), code.decode(encodings[filename]))
-            plan.hand = [
-                dataclasses.replace(h, lineno=moved(h.lineno)) if h.filename == filename else h
-                for h in plan.hand
-            ]
-    _report_hand(plan)
-    if strays_made:
-        tensors = "tensor" if strays_made == 1 else "tensors"
-        print(FIX_FORWARD_STRAYS.format(count=strays_made, tensors=tensors), file=sys.stderr)
-    files = ", ".join(_short(name) for name in sorted(changed))
+        for filename, (source, result) in rewrites.items():
+            sys.stdout.writelines(_diff(filename, source, result.code, result.encoding))
+        sys.stdout.flush()
+    _report(plan, [result for _, result in rewrites.values()], made_by_forward)
     if not args.write:
-        count = len(changed)
-        text = "file" if count == 1 else "files"
-        print(
-            FIX_WOULD_CHANGE.format(count=count, files=text) if changed else FIX_NOTHING,
-            file=sys.stderr,
-        )
-        return EXIT_CHANGES if changed else EXIT_CLEAN
-    print(FIX_WROTE.format(files=files) if changed else FIX_NOTHING, file=sys.stderr)
+        files = "file" if len(rewrites) == 1 else "files"
+        done = FIX_WOULD_CHANGE.format(count=len(rewrites), files=files)
+        print(done if rewrites else FIX_NOTHING, file=sys.stderr)
+        return EXIT_CHANGES if rewrites else EXIT_CLEAN
+    names = ", ".join(_short(name) for name in rewrites)
+    print(FIX_WROTE.format(files=names) if rewrites else FIX_NOTHING, file=sys.stderr)
     return max(_reaudit(target, target in forward_targets) for target in args.targets)
+
+
+def _write(rewrites: dict[str, tuple[bytes, Rewrite]], plan: Plan) -> None:
+    """Write each rewritten file; move the hand edits to their lines in the new files."""
+    for filename, (source, result) in rewrites.items():
+        Path(filename).write_bytes(result.code)
+        moved = _line_map(source.decode(result.encoding), result.code.decode(result.encoding))
+        plan.hand = [
+            dataclasses.replace(h, lineno=moved(h.lineno)) if h.filename == filename else h
+            for h in plan.hand
+        ]
+
+
+def _report(plan: Plan, results: list[Rewrite], made_by_forward: int) -> None:
+    """What the user should know besides the diff: state that joins ``state_dict()``, the hand
+    edits, what forward makes that fix does not rewrite."""
+    for edit in (edit for result in results for edit in result.made):
+        if isinstance(edit, WrapModules):
+            name = f"{edit.cls.qualname.rpartition('.')[2]}.{edit.attribute}"
+            print(FIX_GAINS_STATE.format(name=name, container=edit.container), file=sys.stderr)
+    _report_hand(plan)
+    if made_by_forward:
+        tensors = "tensor" if made_by_forward == 1 else "tensors"
+        print(FIX_FORWARD_STRAYS.format(count=made_by_forward, tensors=tensors), file=sys.stderr)
 
 
 def _audit(target: str) -> tuple[list[Stray], list[ForwardFinding] | None]:

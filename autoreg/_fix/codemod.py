@@ -129,7 +129,9 @@ class _Changes:
         if any(arg.star for arg in bases) or len(bases) != len(edit.cls.bases):
             refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
             return
-        if edit.replace is not None:
+        # Only a name (nn.Module, torch.nn.Module, Module) is replaced; an expression that gave
+        # nn.Module this time (a conditional, a call) keeps its meaning: the mixin goes first.
+        if edit.replace is not None and dotted(bases[edit.replace].value):
             bases[edit.replace] = bases[edit.replace].with_changes(value=_expr("autoreg.Module"))
         else:
             # One base per line stays one per line: the mixin takes the first base's indent.

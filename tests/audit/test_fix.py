@@ -464,3 +464,28 @@ def test_a_real_transformers_file_is_fixed_and_audits_clean(
     changes = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changes == W2V_CHANGES[style]
     assert fresh(root, W2V_CHECK) == "torch.float64"
+
+
+# --- docs/fix.md shows what the tool prints --------------------------------------------------
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "fix.md"
+DEMO = Path(__file__).parent / "fix_demo"
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_the_docs_page_shows_what_fix_prints_on_its_example(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    """tests/docs runs the page's console blocks as written; this checks the two diffs here too."""
+    monkeypatch.chdir(DEMO)
+    monkeypatch.syspath_prepend(str(DEMO))
+    sys.modules.pop("demo", None)
+    try:
+        status, out, err = fix(capsys, "demo:build", "--style", style)
+    finally:
+        sys.modules.pop("demo", None)
+    assert status == 1
+    shown = "".join(line.rstrip() + "\n" for line in (out + err).splitlines())
+    option = "--style buffer " if style == "buffer" else ""
+    command = f"$ cd tests/audit/fix_demo && python -m autoreg fix {option}demo:build\n"
+    assert f"{command}{shown}$ echo $?\n1\n" in PAGE.read_text()

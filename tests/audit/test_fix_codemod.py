@@ -136,6 +136,18 @@ def test_import_autoreg_goes_where_isort_puts_it(imports: str, expected: str) ->
     assert code == expected + "\n\nclass A(autoreg.Module):\n    pass\n"
 
 
+def test_a_base_that_is_not_a_name_keeps_its_meaning_and_gets_the_mixin_first() -> None:
+    source = "import torch\nfrom torch import nn\n\nBase = None\n\n\n" + (
+        "class A(Base or nn.Module):\n    pass\n"
+    )
+    code, hand = run(source, MakeAutoreg(cls(source), 0))
+    assert hand == []
+    assert code == (
+        "import autoreg\nimport torch\nfrom torch import nn\n\nBase = None\n\n\n"
+        "class A(autoreg.AutoRegisterMixin, Base or nn.Module):\n    pass\n"
+    )
+
+
 def test_a_class_that_already_uses_autoreg_is_left_as_it_is() -> None:
     source = "import autoreg\n\n\nclass A(autoreg.Module):\n    pass\n"
     assert run(source, MakeAutoreg(cls(source), 0)) == (source, [])
