@@ -5,7 +5,7 @@ first in the bases of any ``nn.Module`` subclass) and ``.to()``, ``.cuda()`` and
 every tensor the module holds.
 """
 
-from ._audit import Finding, find_unregistered, register_tensors
+from ._audit import Finding, find_unregistered
 from ._containers import BufferDict, BufferList
 from ._declarations import NonPersistent, Persistent, Plain
 from ._errors import (
@@ -20,9 +20,10 @@ from ._errors import (
     NotAModuleError,
     UnregisteredTensorError,
 )
-from ._forward import ForwardFinding, audit_forward
+from ._forward_audit import ForwardFinding, audit_forward
 from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
+from ._register import register_tensors
 
 __version__ = "0.1.0"
 

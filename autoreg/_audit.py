@@ -1,4 +1,4 @@
-"""Audit any module for tensors that ``.to()`` would leave behind, and adopt third-party instances.
+"""Audit any module for tensors that ``.to()`` would leave behind: ``find_unregistered``.
 
 Design note
 -----------
@@ -32,9 +32,6 @@ as an activation kept from a forward pass (the fix says that it is replaced or s
 detached). A module held in a container (a plain list where ``nn.ModuleList`` was meant) is
 never reached by ``.to()``: its parameters, buffers and plain tensors are all findings (walked with
 ``_walk.iter_modules``). Tensors inside other objects (a config dataclass) are not walked.
-
-``register_tensors`` turns the plain tensor attributes of an existing instance into buffers, with
-the mixin's rules (``_contract.why_no_buffer_slot``), through ``register_buffer``.
 
 Footguns this catches: a ``list`` of tensors where ``autoreg.BufferList`` was meant, a ``list``
 of modules where ``nn.ModuleList`` was meant (invisible to the optimizer too), a weight
@@ -79,7 +76,16 @@ from ._messages import (
 from ._mixin import AutoRegisterMixin
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
-__all__ = ["Finding", "Located", "find_unregistered", "locate_unregistered", "register_tensors"]
+__all__ = [
+    "Finding",
+    "Located",
+    "candidates",
+    "carried_names",
+    "check_module",
+    "find_unregistered",
+    "join",
+    "locate_unregistered",
+]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -145,7 +151,7 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
     So is every tensor of a module held in a container (``blocks[0].weight``): ``.to()`` never
     reaches it.
     """
-    _check_module(module, "find_unregistered")
+    check_module(module, "find_unregistered")
     return [located.finding for located in locate_unregistered(module)]
 
 
@@ -182,16 +188,15 @@ def _audit(
     """
     reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
-        carried_names = _carried_names(sub) if reached else set()
-        for name, value in _candidates(sub):
+        carried = carried_names(sub) if reached else set()
+        for name, value in candidates(sub):
             if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except tensors that require grad.
-            carried = name in carried_names
-            for path, tensor in iter_tensors(value, _join(prefix, name)):
+            for path, tensor in iter_tensors(value, join(prefix, name)):
                 if id(tensor) in registered or id(tensor) in reported:
                     continue
-                if carried and not tensor.requires_grad:
+                if name in carried and not tensor.requires_grad:
                     continue
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
@@ -200,7 +205,7 @@ def _audit(
             if isinstance(value, torch.Tensor):
                 continue
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
-            for path, held in iter_modules(value, _join(prefix, name)):
+            for path, held in iter_modules(value, join(prefix, name)):
                 if held in audited:
                     continue  # also a submodule of the tree: it moves
                 audited.update(held.modules())
@@ -220,56 +225,10 @@ def _audit(
                 reported.update(id(entry.finding.tensor) for entry in located)
 
 
-def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str]:
-    """Turn the plain tensor attributes of an existing module tree into buffers, in place.
-
-    For an instance of a class you cannot edit (a third-party model): every module in the tree
-    that keeps a tensor in a plain attribute gets it registered through ``register_buffer``, so
-    that ``.to()`` moves it and global buffer-registration hooks see it. The rules are autoreg's:
-    tensors that require grad (weights meant as parameters, autograd results), ``nn.Parameter``s,
-    names defined on the class (a property, a class-level default), nn.Module's internal
-    attributes, names an autoreg module already owns or declares ``autoreg.Plain``, and the
-    tensors that ``prune`` / ``weight_norm`` / ``spectral_norm`` recompute each forward are left
-    as they are.
-
-    Buffers are non-persistent by default, so ``state_dict()`` keys do not change;
-    ``persistent=True`` adds them to it. Tensors inside list, tuple and dict attributes cannot be
-    buffers and are left as they are (``find_unregistered`` still reports them: use
-    ``autoreg.BufferList`` / ``autoreg.BufferDict`` in code you can edit). After registration the
-    names follow nn.Module's rules for buffers: assigning another tensor updates the buffer,
-    assigning a non-tensor other than None raises ``TypeError``.
-
-    Call it right after construction: runtime state the model has stored since (a cache from a
-    forward pass) would become buffers too. Returns the dotted paths it registered.
-    """
-    _check_module(module, "register_tensors")
-    registered: list[str] = []
-    for prefix, sub in module.named_modules():
-        carried = _carried_names(sub)
-        for name, value in _candidates(sub):
-            if (
-                not isinstance(value, torch.Tensor)
-                or isinstance(value, nn.Parameter)
-                or value.requires_grad
-                or name in carried
-                or why_no_buffer_slot(type(sub), name) is not None
-            ):
-                continue
-            # register_buffer refuses a name that is already a plain attribute.
-            del sub.__dict__[name]
-            try:
-                sub.register_buffer(name, value, persistent)
-            except BaseException:
-                sub.__dict__[name] = value
-                raise
-            registered.append(_join(prefix, name))
-    return registered
-
-
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _check_module(module: object, function: str) -> None:
+def check_module(module: object, function: str) -> None:
     if isinstance(module, nn.Module):
         return
     hint = ""
@@ -281,7 +240,7 @@ def _check_module(module: object, function: str) -> None:
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
 
 
-def _carried_names(module: nn.Module) -> set[str]:
+def carried_names(module: nn.Module) -> set[str]:
     """The names whose tensors an autoreg ``module``'s ``.to()`` converts; none for other modules.
 
     The one place the audits ask autoreg's core what it carries. The record is trusted only on an
@@ -317,7 +276,7 @@ def _overrides_apply(cls: type) -> bool:
     )
 
 
-def _candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
+def candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
     """The ``__dict__`` entries of ``module`` that hold, or may hold, tensors ``.to()`` ignores."""
     declarations: dict[str, Declaration] = (
         type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
@@ -374,5 +333,5 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
 
 
-def _join(prefix: str, name: str) -> str:
+def join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name

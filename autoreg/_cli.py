@@ -31,7 +31,7 @@ from torch import nn
 from ._audit import find_unregistered
 from ._errors import ForwardAuditError
 from ._fix import cli as fix_cli
-from ._forward import ForwardFinding, audit_forward
+from ._forward_audit import ForwardFinding, audit_forward
 from ._messages import (
     FACTORY_NOT_A_MODULE,
     FACTORY_RAISED,

@@ -220,8 +220,15 @@ FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
 FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
 
 FIX_CREATED: Final = (
-    "device={ref}.device (or .to({ref})); a constant: make it once in __init__ as a buffer "
-    "(autoreg.Module registers it)"
+    "device={ref}.device (or .to({ref})); if it is the same at every call, make it once in "
+    "__init__ as a buffer (autoreg.Module registers it)"
+)
+
+FIX_CREATED_SHAPED: Final = "device={ref}.device (or .to({ref}))"
+
+FIX_NO_REFERENCE: Final = (
+    "{what}= that of the model: the code here holds none of its tensors, so pass it one (t) "
+    "and write {what}=t.{what}"
 )
 
 FIX_ENTERED: Final = (
@@ -249,10 +256,33 @@ FIX_STORED_CONTAINER: Final = (
     "carries the {kind}), or one non-persistent buffer per tensor"
 )
 
+BAD_FORWARD_MODE: Final = (
+    "audit_forward() got mode={value!r}: use 'train', 'eval' or 'both', or leave it out to audit "
+    "the mode the model is in"
+)
+
+FORWARD_FINDING: Final = """\
+{where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
+    fix: {finding.fix}"""
+
+STORED_FINDING: Final = """\
+{where}: stored {finding.tensor} in {finding.class_name}.{finding.attribute}: {finding.source}
+    fix: {finding.fix}"""
+
+NO_STRAY_BEFORE: Final = "No stray found before."
+
+STRAYS_BEFORE: Final = "Found before:\n{found}"
+
 CANNOT_COPY: Final = """\
 audit_forward() cannot deep-copy {cls}: {error}
 The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
 (copy.deepcopy)."""
+
+CANNOT_COPY_ATTRIBUTE: Final = """\
+audit_forward() cannot deep-copy {cls}: {owner}.{name} = {value} raised {error}
+The audit runs a copy, so that the model given is left as it was. Make {owner}.{name} \
+deep-copyable (give its class a __deepcopy__), or keep it out of the model: a module-level \
+object, or an argument of forward."""
 
 CANNOT_COPY_INPUTS: Final = """\
 audit_forward() cannot deep-copy the inputs: {error}
@@ -262,6 +292,18 @@ FORWARD_RAISED: Final = """\
 the forward of {cls} raised on the meta device, at {where}: {error}
 The audit runs one forward on meta, which has no values: an operation meta cannot run \
 (nonzero, a shape that depends on values) stops it. {found}"""
+
+FORWARD_RAISED_GUESSED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: the forward read {guessed} value(s) \
+it could not compute from the inputs alone, and got stand-ins (False, 1), which may be why. \
+{found}"""
+
+FORWARD_OWN_ERROR: Final = """\
+the forward of {cls} raised at {where}: {error}
+This is an error of the forward itself, not a gap of the audit: it raises on the CPU with real \
+values too. Check the inputs given (their number, shapes and dtypes) and the code at that line, \
+then audit again. {found}"""
 
 LOW_PRECISION_RAISED: Final = """\
 the forward of {cls} raised once converted to {low}, at {where}: {error}

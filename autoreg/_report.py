@@ -5,10 +5,11 @@ from __future__ import annotations
 from torch import nn
 
 from ._audit import Finding
-from ._forward import ForwardFinding, format_forward
+from ._forward_audit import ForwardFinding
+from ._forward_audit.finding import op_where
 from ._messages import CLEAN, SUMMARY, brief
 
-__all__ = ["audit_json", "audit_table", "report_text"]
+__all__ = ["audit_json", "audit_table", "format_forward", "report_text"]
 
 
 def report_text(
@@ -53,3 +54,22 @@ def audit_json(target: str, model: nn.Module, findings: list[Finding]) -> dict[s
         "class": type(model).__name__,
         "findings": [finding.as_dict() for finding in findings],
     }
+
+
+def format_forward(findings: list[ForwardFinding], cls: str) -> str:
+    """The findings as a table, one line each, with a summary line (empty list: one line)."""
+    if not findings:
+        return f"Nothing in the forward of {cls} stays behind when it moves."
+    header = ("WHERE", "KIND", "TENSOR", "OP")
+    rows = [header] + [(f.where, f.kind, f.tensor, op_where(f)) for f in findings]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + "  " + fix
+        for row, fix in zip(rows, ["FIX"] + [f.fix for f in findings], strict=True)
+    ]
+    count = len(findings)
+    summary = (
+        f"{count} {'stray' if count == 1 else 'strays'} in the forward of {cls}: "
+        "tensors that stay on the default device or dtype when the model moves."
+    )
+    return "\n".join([*lines, "", summary])

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ._audit import find_unregistered
-from ._forward import LOW_PRECISION, audit_forward
+from ._forward_audit import LOW_PRECISION, audit_forward
 from ._report import report_text  # the command line's tables
 
 __all__ = ["assert_no_strays"]

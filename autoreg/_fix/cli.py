@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from .._errors import ForwardAuditError
-from .._forward import ForwardFinding, audit_forward
+from .._forward_audit import ForwardFinding, audit_forward
 from .._messages import (
     FACTORY_NOT_A_MODULE,
     FIX_CLEAN,

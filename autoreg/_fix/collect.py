@@ -18,7 +18,7 @@ from torch import nn
 
 from .._audit import _is_device_cache, locate_unregistered
 from .._contract import why_no_buffer_slot
-from .._forward import ForwardFinding
+from .._forward_audit import ForwardFinding
 from .._messages import (
     FIX_AUTOGRAD_RESULT,
     FIX_HAND_AUTOGRAD,

@@ -103,7 +103,7 @@ def test_each_finding_reads_as_a_line_and_a_fix() -> None:
     assert str(device) == (
         f"{device.where}: device stray float32[2, 3] cpu, first mixed in by add (line {line + 1})"
         ": x = torch.rand(2, 3)\n"
-        "    fix: device=w1.device (or torch.rand_like(w1) for w1's shape)"
+        "    fix: device=self.w1.device (or torch.rand_like(self.w1) for self.w1's shape)"
     )
     assert device.where.endswith(f"net.py:{line}")
     assert device.as_dict()["lineno"] == line
@@ -121,8 +121,10 @@ def test_each_finding_reads_as_a_line_and_a_fix() -> None:
         "attribute",
         "class_name",
         "module_path",
+        "mode",
     }
     assert (device.attribute, device.class_name, device.module_path) == ("", "Net", "")
+    assert device.mode == "train"
 
 
 # --- the zoo of real patterns ---------------------------------------------------------------------
@@ -145,7 +147,7 @@ def test_each_pattern_is_found_at_its_line_and_its_fix_is_clean(
 @pytest.mark.parametrize(
     ("stray", "entered", "fix"),
     [
-        (forward_zoo.Positions, False, "device=positions.weight.device"),
+        (forward_zoo.Positions, False, "device=self.positions.weight.device"),
         (forward_zoo.Window, False, "device=x.device"),  # torch.from_numpy in forward makes it
         (forward_zoo.Configured, True, "made before forward"),
         (forward_zoo.Global, True, "made before forward"),

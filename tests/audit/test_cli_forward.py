@@ -175,11 +175,11 @@ def test_json_adds_the_forward_findings(
         "op_lineno": POSITIONS_LINE + 1,
         "tensor": "int64[4] cpu",
         "entered": False,
-        "fix": "device=x.device (or .to(x)); a constant: make it once in __init__ as a buffer "
-        "(autoreg.Module registers it)",
+        "fix": "device=x.device (or .to(x))",  # its shape is the input's: made at each call
         "attribute": "",
         "class_name": "Positions",
         "module_path": "",
+        "mode": "train",
     }
     assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not
 

@@ -15,13 +15,9 @@ import torch
 from torch import nn
 
 import autoreg
+from tests.audit.support import line_of
 
 DIM = 4
-
-
-def line_of(cls: type, text: str) -> int:
-    lines, start = inspect.getsourcelines(cls)
-    return start + next(n for n, line in enumerate(lines) if text in line)
 
 
 class Recurrent(nn.Module):

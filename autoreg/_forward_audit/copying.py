@@ -1,0 +1,167 @@
+"""The audit's copies: the model and the inputs moved to the stand-in device, and back to normal.
+
+The model is deep-copied with its parameters mapped straight to the stand-in device through the
+copy's memo (no weight is duplicated), then moved by its own ``.to()``, so that what ``.to()``
+leaves behind on a real device is left behind here too (``strand``). The inputs are copied and
+moved with it; the caller's tensors keep their values for the pass (``values``). The random
+number generators and the default device are kept as the caller had them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parameter import UninitializedParameter
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._device import DeviceContext
+
+from .._audit import Finding, find_unregistered
+from .._errors import ForwardAuditError
+from .._messages import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS, describe
+from .._walk import iter_tensors, map_tensors
+from .rules import STAND_IN, tensors_in
+from .sites import ByTensor
+
+__all__ = ["copy_inputs", "copy_model", "default_device_cpu", "rng_kept", "state", "strand"]
+
+
+def copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
+    """A deep copy of ``model`` moved by its own ``.to()`` to the stand-in device (and ``low``).
+
+    Parameters enter the copy already on the stand-in device, through ``deepcopy``'s memo: the
+    weights are never duplicated, and a plain attribute aliasing a parameter follows it, as
+    ``.to()`` on a real device does (it swaps ``param.data`` in place). A tensor with autograd
+    history (a state kept by a training forward), which ``deepcopy`` refuses, enters it as a
+    detached copy of its value.
+    """
+    memo: dict[int, Any] = {}
+    for parameter in model.parameters():
+        if isinstance(parameter, UninitializedParameter):  # a lazy module's: still lazy
+            memo[id(parameter)] = UninitializedParameter(  # type: ignore[call-arg]
+                parameter.requires_grad,  # type: ignore[arg-type]
+                device=STAND_IN,
+                dtype=parameter.dtype,
+            )
+        elif type(parameter) is nn.Parameter and parameter.layout == torch.strided:
+            stand_in = torch.empty_like(parameter, device=STAND_IN)
+            memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
+    for module in model.modules():
+        for value in vars(module).values():
+            for _, tensor in iter_tensors(value):
+                if tensor.grad_fn is not None and id(tensor) not in memo:
+                    memo[id(tensor)] = tensor.detach().clone()
+    try:
+        twin = copy.deepcopy(model, memo)
+    except Exception as error:
+        raise ForwardAuditError(_cannot_copy(model, memo, error), []) from error
+    return twin.to(STAND_IN) if low is None else twin.to(STAND_IN, low)
+
+
+def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> str:
+    """Why ``model`` cannot be deep-copied: the first attribute of one of its modules that
+    cannot, by itself, with its value; else ``error`` as it is."""
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if name == "_modules":
+                continue  # each submodule is tried on its own
+            entries = value.items() if name in ("_parameters", "_buffers") else [(name, value)]
+            for attribute, item in entries:
+                try:
+                    copy.deepcopy(item, dict(memo))
+                except Exception as blocking:  # noqa: BLE001 - this is the one to name
+                    return CANNOT_COPY_ATTRIBUTE.format(
+                        cls=type(model).__name__,
+                        owner=type(module).__name__,
+                        name=attribute,
+                        value=describe(item),
+                        error=f"{type(blocking).__name__}: {blocking}",
+                    )
+    return CANNOT_COPY.format(cls=type(model).__name__, error=f"{type(error).__name__}: {error}")
+
+
+def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor]) -> Any:
+    """The inputs, deep-copied, with every tensor nested in lists, tuples and dicts moved;
+    ``values`` maps each moved tensor to the caller's, which holds its values."""
+    memo: dict[int, Any] = {}
+    for tensor in tensors_in(inputs):
+        moved = tensor.detach().to(STAND_IN)
+        if low is not None and moved.is_floating_point():
+            moved = moved.to(low)
+        memo[id(tensor)] = moved.requires_grad_(tensor.requires_grad)
+        if tensor.device.type != STAND_IN.type:
+            values[memo[id(tensor)]] = tensor.detach()
+    try:
+        return copy.deepcopy(inputs, memo)
+    except Exception as error:
+        raise ForwardAuditError(
+            CANNOT_COPY_INPUTS.format(error=f"{type(error).__name__}: {error}"), []
+        ) from error
+
+
+def strand(twin: nn.Module) -> dict[int, Finding]:
+    """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id. Those of a
+    model built on meta are put on the CPU, where they would be had it been built there: then
+    ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes the devices."""
+    stranded: dict[int, Finding] = {}
+    replaced: dict[int, torch.Tensor] = {}
+    for finding in find_unregistered(twin):
+        tensor = finding.tensor
+        if tensor.device.type == STAND_IN.type:
+            cpu = torch.zeros(tensor.shape, dtype=tensor.dtype).requires_grad_(tensor.requires_grad)
+            replaced[id(tensor)] = cpu
+            tensor = cpu
+        stranded[id(tensor)] = finding
+    if replaced:
+        for module in twin.modules():
+            for name, value in list(vars(module).items()):
+                if name not in ("_parameters", "_buffers", "_modules"):
+                    new = map_tensors(value, lambda t: replaced.get(id(t), t))
+                    if new is not value:
+                        module.__dict__[name] = new
+    return stranded
+
+
+def state(module: nn.Module) -> Iterator[torch.Tensor]:
+    yield from module.parameters()
+    yield from module.buffers()
+
+
+@contextlib.contextmanager
+def rng_kept() -> Iterator[None]:
+    """Restore torch's CPU generator, Python's and numpy's after the audit's passes."""
+    python_state = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(python_state)
+        if numpy is not None:
+            numpy.random.set_state(numpy_state)
+
+
+@contextlib.contextmanager
+def default_device_cpu() -> Iterator[None]:
+    """Factories without ``device=`` go to the CPU, even inside a caller's device context."""
+    if torch.get_default_device().type == "cpu" and not _in_device_context():
+        yield
+    else:
+        with torch.device("cpu"):
+            yield
+
+
+def _in_device_context() -> bool:
+    """Whether a ``with torch.device(...)`` other than the CPU is active (before torch 2.6,
+    ``torch.get_default_device()`` does not see one)."""
+    return any(
+        isinstance(mode, DeviceContext) and torch.device(mode.device).type != "cpu"
+        for mode in _get_current_function_mode_stack()  # type: ignore[no-untyped-call]
+    )

@@ -1,0 +1,73 @@
+"""``ForwardFinding``: one tensor of a forward pass that stays behind when the model moves."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from .._frames import short_path
+from .._messages import FORWARD_FINDING, STORED_FINDING
+
+__all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "op_where"]
+
+Kind = Literal["device", "dtype", "stored"]
+ModeName = Literal["train", "eval"]  # the mode a pass ran the model in
+ModeChoice = Literal["train", "eval", "both"]  # what audit_forward(mode=...) takes
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardFinding:
+    """A tensor of a forward pass that stays behind when the model moves, and how to fix it.
+
+    ``kind`` is ``"device"`` (a CPU tensor that would meet the model's device: CUDA raises),
+    ``"dtype"`` (a tensor of another dtype that promotes or breaks an operation of the model in
+    its own dtype or in ``bfloat16``) or ``"stored"`` (a tensor forward stores on a module where
+    ``.to()`` leaves it behind: ``self.h = ...`` in a plain ``nn.Module``).
+    ``filename`` and ``lineno`` are the user's line that made the tensor, or, for one made before
+    ``forward`` (``entered``), the line where it first entered it; for ``"stored"``, the line
+    that stored it. ``source`` is that line's text.
+    ``op`` is the first operation that mixed it in, at ``op_filename:op_lineno`` (empty and 0 for
+    ``"stored"``); ``tensor`` describes it (``float32[2, 3] cpu``); ``fix`` is what to write.
+    ``class_name`` and ``module_path`` name the module whose code made the tensor (for
+    ``"stored"``: the module whose attribute holds it), its path dotted from the audited model
+    (``""`` for the model itself); ``attribute`` is the attribute stored (``""`` for the other
+    kinds). ``mode`` is the mode the pass that found it ran the model in: ``"train"`` or
+    ``"eval"``.
+    """
+
+    kind: Kind
+    filename: str
+    lineno: int
+    source: str
+    op: str
+    op_filename: str
+    op_lineno: int
+    tensor: str
+    entered: bool
+    fix: str
+    attribute: str
+    class_name: str
+    module_path: str
+    mode: ModeName
+
+    def __str__(self) -> str:
+        template = STORED_FINDING if self.kind == "stored" else FORWARD_FINDING
+        return template.format(finding=self, where=self.where, op=op_where(self))
+
+    @property
+    def where(self) -> str:
+        """``path/to/file.py:12``, relative to the working directory when it lies under it."""
+        return f"{short_path(self.filename)}:{self.lineno}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as JSON-ready values (what ``autoreg audit --forward --json`` prints)."""
+        return dataclasses.asdict(self)
+
+
+def op_where(finding: ForwardFinding) -> str:
+    """The operation that mixed the stray in, with its line when that is another line."""
+    if (finding.op_filename, finding.op_lineno) == (finding.filename, finding.lineno):
+        return finding.op
+    if finding.op_filename == finding.filename:
+        return f"{finding.op} (line {finding.op_lineno})"
+    return f"{finding.op} ({short_path(finding.op_filename)}:{finding.op_lineno})"

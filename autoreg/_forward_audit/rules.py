@@ -1,0 +1,181 @@
+"""CUDA's rules, per ATen operation, and the helpers that read an operation's schema.
+
+Which arguments take a CPU tensor next to device tensors on purpose (index tensors, a copy's
+source, packed-sequence lengths), which operations take another floating dtype next to
+``bfloat16`` on purpose (conversions, normalisations), which make tensors from nothing, and
+which read values back to Python. The schema helpers name an operation's tensor arguments, the
+ones it writes to, and run it with some of them replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map_only
+
+from .sites import ByTensor
+
+__all__ = [
+    "CPU_OK",
+    "LIFTS",
+    "MIXED_OK",
+    "RANDOM",
+    "READS",
+    "STAND_IN",
+    "cast",
+    "invoke",
+    "keeps_dtype",
+    "left_behind",
+    "named_tensors",
+    "target_device",
+    "tensors_in",
+    "with_values",
+    "writes_self",
+    "written",
+]
+
+STAND_IN: Final = torch.device("meta")
+
+# The arguments that take a CPU tensor next to device tensors.
+CPU_OK: Final[dict[str, frozenset[str]]] = {
+    "copy_": frozenset({"self", "src"}),  # a transfer between devices
+    "index": frozenset({"indices"}),  # x[cpu_index]: CUDA moves the indices
+    "index_put": frozenset({"indices"}),
+    "index_put_": frozenset({"indices"}),
+    "_index_put_impl_": frozenset({"indices"}),
+    "_unsafe_index": frozenset({"indices"}),
+    "_unsafe_index_put": frozenset({"indices"}),
+    "_pack_padded_sequence": frozenset({"lengths"}),  # must be on the CPU
+    "_pad_packed_sequence": frozenset({"batch_sizes"}),  # a PackedSequence's: on the CPU
+    "lstm": frozenset({"batch_sizes"}),
+    "gru": frozenset({"batch_sizes"}),
+    "rnn_tanh": frozenset({"batch_sizes"}),
+    "rnn_relu": frozenset({"batch_sizes"}),
+    "ctc_loss": frozenset({"input_lengths", "target_lengths"}),
+    "_ctc_loss": frozenset({"input_lengths", "target_lengths"}),
+}
+# Operations that take another floating dtype next to bfloat16 on purpose: conversions, and the
+# normalisations whose CUDA kernels accept float32 weights and statistics with half inputs.
+MIXED_OK: Final = frozenset(
+    {
+        "copy_",
+        "_to_copy",
+        "native_layer_norm",
+        "layer_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "batch_norm",
+        "cudnn_batch_norm",
+        "native_group_norm",
+        "group_norm",
+        "rms_norm",
+        "_fused_rms_norm",
+    }
+)
+RANDOM: Final = frozenset({"rand", "randn", "randint", "randperm", "normal", "bernoulli"})
+LIFTS: Final = frozenset({"lift_fresh", "lift_fresh_copy", "lift"})  # torch.tensor(data)
+READS: Final = frozenset({"_local_scalar_dense", "is_nonzero", "equal"})  # to Python values
+
+
+def named_tensors(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, torch.Tensor]]:
+    """``(argument name, tensor)`` for every tensor argument, lists of tensors included."""
+    named: list[tuple[str, torch.Tensor]] = []
+    pairs = [
+        *zip((a.name for a in func._schema.arguments), args, strict=False),
+        *kwargs.items(),
+    ]
+    for arg, value in pairs:
+        if isinstance(value, torch.Tensor):
+            named.append((arg, value))
+        elif isinstance(value, (list, tuple)):
+            named.extend((arg, v) for v in value if isinstance(v, torch.Tensor))
+    return named
+
+
+def invoke(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], replace: dict[int, torch.Tensor]
+) -> Any:
+    """``func`` with the replaced tensors; an in-place op on a replaced ``self`` returns it."""
+    if not replace:
+        return func(*args, **kwargs)
+
+    def swap(tensor: torch.Tensor) -> torch.Tensor:
+        return replace.get(id(tensor), tensor)
+
+    new_args, new_kwargs = tree_map_only(torch.Tensor, swap, (args, kwargs))
+    result = func(*new_args, **new_kwargs)
+    if writes_self(func) and id(args[0]) in replace and result is new_args[0]:
+        return args[0]  # an in-place operation on a stray: the stray itself stays where it was
+    return result
+
+
+def written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors ``func`` writes to: ``self`` of an in-place operation, ``out=``."""
+    written: list[torch.Tensor] = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[position] if position < len(args) else kwargs.get(argument.name)
+        if isinstance(value, torch.Tensor):
+            written.append(value)
+    return written
+
+
+def writes_self(func: Any) -> bool:
+    schema = func._schema.arguments
+    return bool(schema) and schema[0].alias_info is not None and schema[0].alias_info.is_write
+
+
+def with_values(
+    values: ByTensor[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """``args`` and ``kwargs`` with each stand-in tensor replaced by its known value; ``None``
+    if one is unknown, or if there is no tensor (a factory: its values are not worth making)."""
+    leaves = tensors_in((args, kwargs))
+    if not leaves:
+        return None
+    found: dict[int, torch.Tensor] = {}
+    for tensor in leaves:
+        value = values.get(tensor) if tensor.device.type == STAND_IN.type else tensor
+        if value is None:
+            return None
+        found[id(tensor)] = value
+    swapped: tuple[tuple[Any, ...], dict[str, Any]] = tree_map_only(
+        torch.Tensor, lambda t: found[id(t)], (args, kwargs)
+    )
+    return swapped
+
+
+def cast(
+    replace: dict[int, torch.Tensor], tensors: list[torch.Tensor], dtype: torch.dtype
+) -> dict[int, torch.Tensor]:
+    cast = dict(replace)
+    for tensor in tensors:
+        cast[id(tensor)] = replace.get(id(tensor), tensor).to(dtype)
+    return cast
+
+
+def keeps_dtype(func: Any, args: tuple[Any, ...], low: torch.dtype) -> bool:
+    """Whether ``func`` takes another floating dtype next to ``low`` on purpose."""
+    if func.overloadpacket.__name__ in MIXED_OK:
+        return True
+    return writes_self(func) and isinstance(args[0], torch.Tensor) and args[0].dtype == low
+
+
+def target_device(kwargs: dict[str, Any], tensor: torch.Tensor) -> torch.device:
+    device = kwargs.get("device")
+    return tensor.device if device is None else torch.device(device)
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors nested in ``value`` (lists, tuples, dicts), in order."""
+    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def left_behind(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is where a moved model would not be: on the CPU."""
+    return tensor.device.type == "cpu"

@@ -1,0 +1,118 @@
+"""State that ``forward`` stores on the model where ``.to()`` leaves it: ``"stored"`` findings.
+
+Two observations on the audit's copy, and their difference. ``find_unregistered`` runs on the copy
+before the pass (``copying.strand``) and after it: what it reports after and not before was
+stored by the pass. The line that stored it comes from ``StoreWatch``: each module of the copy is
+switched to a subclass of its own class, made once per class and named like it, whose
+``__setattr__`` notes the user's line of the first store of each attribute, then calls the
+class's own ``__setattr__``. A tensor put into a container in place (``self.cache["k"] = k``,
+``self.keys.append(k)``) makes no attribute store: it is reported at the user's line that computed
+it. The copy is the audit's: the caller's modules and classes are left as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import linecache
+import sys
+import types
+from typing import Any
+
+from torch import nn
+
+from .._audit import Finding, locate_unregistered
+from .._messages import brief
+from .finding import ForwardFinding, ModeName
+from .fixes import stored_fix
+from .sites import ByTensor, user_line
+
+__all__ = ["StoreWatch", "stored_findings"]
+
+Line = tuple[str, int]
+
+
+class StoreWatch:
+    """The user's line of the first store of each attribute of the copy's modules in the pass,
+    by ``(id(module), name)``. A module whose class cannot be subclassed is not watched."""
+
+    def __init__(self, twin: nn.Module) -> None:
+        self.lines: dict[tuple[int, str], Line] = {}
+        watching: dict[type, type | None] = {}
+        for module in twin.modules():
+            cls = type(module)
+            if cls not in watching:
+                watching[cls] = self._subclass(cls)
+            subclass = watching[cls]
+            if subclass is not None:
+                with contextlib.suppress(TypeError):  # a layout __class__ cannot take
+                    module.__class__ = subclass
+
+    def _subclass(self, cls: type) -> type | None:
+        lines = self.lines
+        setattr_of: Any = cls.__setattr__
+
+        # Named __setattr__, so that autoreg's own frame walk passes over it, as over any
+        # override that calls the next one.
+        def __setattr__(module: nn.Module, name: str, value: Any) -> None:  # noqa: N807
+            key = (id(module), name)
+            if key not in lines:
+                lines[key] = user_line(sys._getframe(1))
+            setattr_of(module, name, value)
+
+        def body(namespace: dict[str, Any]) -> None:
+            namespace.update(
+                __setattr__=__setattr__, __module__=cls.__module__, __qualname__=cls.__qualname__
+            )
+
+        try:
+            return types.new_class(cls.__name__, (cls,), exec_body=body)
+        except Exception:  # noqa: BLE001 - a class that refuses subclasses: not watched
+            return None
+
+
+def stored_findings(
+    twin: nn.Module,
+    mode: ModeName,
+    before: dict[int, Finding],
+    lines: dict[tuple[int, str], Line],
+    made: ByTensor[Line],
+) -> list[tuple[tuple[str | int, ...], ForwardFinding]]:
+    """``(key, finding)`` for each tensor the pass stored on ``twin`` where ``.to()`` leaves it:
+    what ``find_unregistered`` reports now and did not ``before`` the pass, at the line that
+    stored its attribute (``lines``), else at the line that computed it (``made``)."""
+    found: list[tuple[tuple[str | int, ...], ForwardFinding]] = []
+    for entry in locate_unregistered(twin):
+        finding, holder = entry.finding, entry.holder
+        if id(finding.tensor) in before:
+            continue  # there before the pass
+        line = lines.get((id(holder), finding.attribute)) or made.get(finding.tensor)
+        filename, lineno = line or _forward_line(holder)
+        key = ("stored", filename, lineno, entry.holder_path, finding.attribute)
+        stored = ForwardFinding(
+            kind="stored",
+            filename=filename,
+            lineno=lineno,
+            source=linecache.getline(filename, lineno).strip(),
+            op="",
+            op_filename="",
+            op_lineno=0,
+            tensor=brief(finding.tensor),
+            entered=False,
+            fix=stored_fix(holder, finding),
+            attribute=finding.attribute,
+            class_name=finding.class_name,
+            module_path=entry.holder_path,
+            mode=mode,
+        )
+        found.append((key, stored))
+    return found
+
+
+def _forward_line(module: nn.Module) -> Line:
+    """The first line of ``module``'s ``forward``: where a store no hook saw is reported."""
+    forward = type(module).forward
+    try:
+        return inspect.getsourcefile(forward) or "<unknown>", inspect.getsourcelines(forward)[1]
+    except (OSError, TypeError):
+        return "<unknown>", 0
