@@ -14,6 +14,7 @@ are not seen; ``plan`` lists such attributes instead of guessing where they come
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -47,7 +48,7 @@ class Stores:
         self._alive[id(module)] = module
         sites = self._sites.setdefault((id(module), name), [])
         site = Site(
-            os.path.abspath(code.f_code.co_filename),
+            _absolute(code.f_code.co_filename),
             code.f_lineno,
             code.f_code.co_qualname,
             _constructing(module, frame),
@@ -82,6 +83,11 @@ def _storing_frame(frame: FrameType | None) -> FrameType | None:
     ):
         frame = frame.f_back
     return frame
+
+
+@functools.lru_cache(maxsize=1024)
+def _absolute(filename: str) -> str:
+    return os.path.abspath(filename)
 
 
 def _constructing(module: nn.Module, frame: FrameType | None) -> bool:
