@@ -477,6 +477,11 @@ FIX_HAND_STALE: Final = (
 
 FIX_HAND_STALE_EDIT: Final = "run autoreg fix again"
 
+FIX_HAND_UNPARSED: Final = (
+    "this file could not be rewritten: LibCST cannot parse it ({error}); edit its classes by "
+    "hand, as autoreg audit lists them"
+)
+
 FIX_HAND_NO_INIT: Final = (
     "first stored at run time, and {cls} has no __init__ of its own that calls "
     "super().__init__() to register it in"

@@ -33,6 +33,7 @@ from .._messages import (
     FIX_HAND_SETATTR_EDIT,
     FIX_HAND_STALE,
     FIX_HAND_STALE_EDIT,
+    FIX_HAND_UNPARSED,
     FIX_HAND_WRAP_METHOD,
     FIX_HAND_WRAP_SHAPE,
 )
@@ -72,7 +73,13 @@ class Rewrite:
 
 def rewrite(source: bytes, filename: str, edits: Sequence[Edit]) -> Rewrite:
     """Apply ``edits`` (all of the file ``filename``) to ``source``."""
-    index = Index(MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True))
+    try:
+        parsed = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:  # newer syntax than this LibCST reads, say
+        reason = FIX_HAND_UNPARSED.format(error=str(error).splitlines()[0])
+        hand = [HandEdit(filename, error.raw_line, "", reason, FIX_HAND_STALE_EDIT)]
+        return Rewrite(source, "utf-8", [], hand)
+    index = Index(MetadataWrapper(parsed, unsafe_skip_copy=True))
     changes = _Changes(index, filename)
     for edit in edits:
         changes.make(edit)

@@ -180,7 +180,7 @@ class Plan:
         if edit not in edits:
             edits.append(edit)
 
-    def list(self, hand: HandEdit) -> None:
+    def list_hand(self, hand: HandEdit) -> None:
         if hand not in self.hand:
             self.hand.append(hand)
 
@@ -266,7 +266,7 @@ def _in_classes(
             edit = FIX_HAND_HELPER_EDIT.format(
                 cls=stray.classes[0].qualname, attribute=stray.attribute, function=site.function
             )
-            plan.list(HandEdit(site.filename, site.lineno, stray.name, reason, edit))
+            plan.list_hand(HandEdit(site.filename, site.lineno, stray.name, reason, edit))
         elif _editable(plan, stray, cls, root, libraries):
             found.append((site, cls))
     return found
@@ -286,7 +286,9 @@ def _editable(
     reason = (FIX_HAND_LIBRARY if library else FIX_HAND_NOT_EDITABLE).format(
         cls=cls.qualname, root=root, library=library
     )
-    plan.list(HandEdit(cls.filename, cls.lineno, stray.name, reason, FIX_HAND_NOT_EDITABLE_EDIT))
+    plan.list_hand(
+        HandEdit(cls.filename, cls.lineno, stray.name, reason, FIX_HAND_NOT_EDITABLE_EDIT)
+    )
     return False
 
 
@@ -300,7 +302,7 @@ def _hand(plan: Plan, stray: Stray, reason: str, edit: str) -> None:
     sites = [site for site in stray.sites if site.construction] or list(stray.sites)
     cls = stray.classes[0]
     where = (sites[0].filename, sites[0].lineno) if sites else (cls.filename or "", cls.lineno)
-    plan.list(HandEdit(*where, stray.name, reason, edit))
+    plan.list_hand(HandEdit(*where, stray.name, reason, edit))
 
 
 def _modules_edit(stray: Stray) -> str:

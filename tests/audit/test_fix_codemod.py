@@ -264,6 +264,16 @@ def test_a_line_that_no_longer_holds_the_store_is_listed() -> None:
     assert hand == [f"{lineno}: A.mask: not stored by a plain `self.mask = value` statement"]
 
 
+def test_a_file_libcst_cannot_parse_is_listed_and_left_as_it_is() -> None:
+    source = "import torch\n\n\nclass A(nn.Module:\n    pass\n"
+    code, hand = run(source, MakeAutoreg(ClassInfo("A", FILE, 4, 5, ("module",)), 0))
+    assert code == source
+    assert hand == [
+        "5: : this file could not be rewritten: LibCST cannot parse it (Syntax Error @ 5:1.); "
+        "edit its classes by hand, as autoreg audit lists them"
+    ]
+
+
 # --- the plan: which class, which file --------------------------------------------------------
 
 
