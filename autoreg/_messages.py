@@ -344,6 +344,28 @@ FACTORY_NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
 # --- autoreg fix ---------------------------------------------------------------------------------
 # A hand edit is printed as "file:line: Class.attribute: <reason>" and, indented, the edit to make.
 
+FIX_HELP: Final = "rewrite the classes that leave tensors behind (a diff; --write applies it)"
+
+FIX_DESCRIPTION: Final = (
+    "Build and audit each TARGET, then rewrite the source of each class with findings (files "
+    "under the current directory only), keeping every other line as it is. Without --write: "
+    "print the diff; exit 1 if it is not empty, 0 if nothing needs changing. With --write: apply "
+    "it, re-audit in a fresh process; exit 0 if clean, 1 if not. Exit 2: usage error."
+)
+
+FIX_TARGET_HELP: Final = (
+    "package.module:factory - a module class or a zero-argument callable returning a module, or "
+    "(model, args) / (model, args, kwargs) to audit the forward too"
+)
+
+FIX_STYLE_HELP: Final = (
+    "base (the default): subclass autoreg.Module (or put autoreg.AutoRegisterMixin first); "
+    "buffer: plain PyTorch, register_buffer(..., persistent=False) and nn.ModuleList / "
+    "nn.ModuleDict, no dependency on autoreg"
+)
+
+FIX_WRITE_HELP: Final = "rewrite the files, then re-audit"
+
 FIX_NO_LIBCST: Final = (
     "autoreg fix rewrites source with LibCST, which is not installed: "
     'pip install "torch-autoreg[fix]"'

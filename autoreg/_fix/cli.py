@@ -34,15 +34,20 @@ from .._forward_audit import ForwardFinding, audit_forward
 from .._messages import (
     FACTORY_NOT_A_MODULE,
     FIX_CLEAN,
+    FIX_DESCRIPTION,
     FIX_FORWARD_STRAYS,
     FIX_GAINS_STATE,
     FIX_HAND_HEADER,
+    FIX_HELP,
     FIX_NO_LIBCST,
     FIX_NOT_CLEAN,
     FIX_NOTHING,
     FIX_REAUDIT,
     FIX_REAUDIT_FAILED,
+    FIX_STYLE_HELP,
+    FIX_TARGET_HELP,
     FIX_WOULD_CHANGE,
+    FIX_WRITE_HELP,
     FIX_WROTE,
     FORWARD_FAILED,
 )
@@ -63,32 +68,11 @@ EXIT_USAGE: Final = 2
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``fix`` command to the ``autoreg`` command line's ``subparsers``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "fix",
-        help="rewrite the classes that leave tensors behind (a diff; --write applies it)",
-        description=(
-            "Build and audit each TARGET, then rewrite the source of each class with findings "
-            "(files under the current directory only), keeping every other line as it is. "
-            "Without --write: print the diff; exit 1 if it is not empty, 0 if nothing needs "
-            "changing. With --write: apply it, re-audit in a fresh process; exit 0 if clean, "
-            "1 if not. Exit 2: usage error."
-        ),
+        "fix", help=FIX_HELP, description=FIX_DESCRIPTION
     )
-    parser.add_argument(
-        "targets",
-        nargs="+",
-        metavar="TARGET",
-        help="package.module:factory - a module class or a zero-argument callable returning a "
-        "module, or (model, args) / (model, args, kwargs) to audit the forward too",
-    )
-    parser.add_argument(
-        "--style",
-        choices=("base", "buffer"),
-        default="base",
-        help="base (the default): subclass autoreg.Module (or put autoreg.AutoRegisterMixin "
-        "first); buffer: plain PyTorch, register_buffer(..., persistent=False) and "
-        "nn.ModuleList / nn.ModuleDict, no dependency on autoreg",
-    )
-    parser.add_argument("--write", action="store_true", help="rewrite the files, then re-audit")
+    parser.add_argument("targets", nargs="+", metavar="TARGET", help=FIX_TARGET_HELP)
+    parser.add_argument("--style", choices=("base", "buffer"), default="base", help=FIX_STYLE_HELP)
+    parser.add_argument("--write", action="store_true", help=FIX_WRITE_HELP)
     parser.set_defaults(fix_prog=parser.prog)
     return parser
 
