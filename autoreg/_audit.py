@@ -57,6 +57,7 @@ from ._contract import CARRIED, CONTAINER, MODULE_INTERNALS, OWNED, why_no_buffe
 from ._declarations import Declaration
 from ._errors import NotAModuleError
 from ._messages import (
+    A_CLASS,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
     FIX_CONTAINER,
@@ -72,6 +73,7 @@ from ._messages import (
     NOT_A_MODULE,
     NOT_A_MODULE_CLASS_HINT,
     describe,
+    dtype_name,
 )
 from ._mixin import AutoRegisterMixin
 from ._walk import CONTAINERS, iter_modules, iter_tensors
@@ -127,7 +129,7 @@ class Finding:
             "class": self.class_name,
             "attribute": self.attribute,
             "shape": list(self.shape),
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": dtype_name(self.dtype),
             "device": str(self.device),
             "requires_grad": self.requires_grad,
             "fix": self.fix,
@@ -234,7 +236,7 @@ def check_module(module: object, function: str) -> None:
     hint = ""
     if isinstance(module, type) and issubclass(module, nn.Module):
         hint = NOT_A_MODULE_CLASS_HINT.format(function=function, cls=module.__name__)
-        value = f"the class {module.__name__}"
+        value = A_CLASS.format(name=module.__name__)
     else:
         value = describe(module)
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))

@@ -12,7 +12,15 @@ from typing import Final
 
 import torch
 
-__all__ = ["AUTOREG_DIR", "TORCH_DIR", "error_line", "is_library", "short_path", "torch_module"]
+__all__ = [
+    "AUTOREG_DIR",
+    "TORCH_DIR",
+    "error_line",
+    "is_library",
+    "location",
+    "short_path",
+    "torch_module",
+]
 
 TORCH_DIR: Final = os.path.dirname(torch.__file__) + os.sep
 AUTOREG_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -43,6 +51,11 @@ def error_line(error: BaseException) -> tuple[str, int] | None:
         if torch_module(frame.filename):
             return frame.filename, frame.lineno or 0
     return None
+
+
+def location(filename: str, lineno: int) -> str:
+    """``path/to/file.py:12``, the path relative to the working directory when it lies under it."""
+    return f"{short_path(filename)}:{lineno}"
 
 
 def short_path(filename: str) -> str:

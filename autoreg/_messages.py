@@ -27,9 +27,27 @@ def describe(value: Any) -> str:
 
 def brief(tensor: torch.Tensor) -> str:
     """``float32[16, 16] cpu``, with ``, requires grad`` when it does: a tensor in a table."""
-    dtype = str(tensor.dtype).removeprefix("torch.")
-    text = f"{dtype}{list(tensor.shape)} {tensor.device}"
+    text = f"{dtype_name(tensor.dtype)}{list(tensor.shape)} {tensor.device}"
     return text + ", requires grad" if tensor.requires_grad else text
+
+
+def dtype_name(dtype: torch.dtype | None) -> str:
+    """``float32``: a dtype without its ``torch.`` prefix."""
+    return str(dtype).removeprefix("torch.")
+
+
+def describe_error(error: BaseException) -> str:
+    """``TypeError: message`` (the type alone when the message is empty): an error quoted in
+    another message."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def describe_object(value: object) -> str:
+    """``the class Net`` for a class; the ``repr`` of anything else: what a target gave."""
+    return A_CLASS.format(name=value.__qualname__) if isinstance(value, type) else repr(value)
+
+
+A_CLASS: Final = "the class {name}"
 
 
 # --- class definition (class keywords) -----------------------------------------------------------
@@ -261,6 +279,10 @@ BAD_FORWARD_MODE: Final = (
     "the mode the model is in"
 )
 
+OP_AT_LINE: Final = "{op} (line {lineno})"  # an operation on another line of the same file
+
+OP_AT: Final = "{op} ({where})"  # an operation in another file
+
 FORWARD_FINDING: Final = """\
 {where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
     fix: {finding.fix}"""
@@ -312,9 +334,45 @@ If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_prec
 
 # --- the command line ----------------------------------------------------------------------------
 
+CLI_DESCRIPTION: Final = "autoreg's migration tools."
+
+AUDIT_HELP: Final = "list the tensors of a model that .to() would leave behind"
+
+AUDIT_DESCRIPTION: Final = (
+    "Build the model that TARGET names and list every tensor reachable from it that .to() would "
+    "leave behind, with a fix for each. Exit status: 0 clean, 1 findings, 2 usage error."
+)
+
+AUDIT_TARGET_HELP: Final = (
+    "package.module:factory - a module class, or a zero-argument callable returning a module "
+    "(or, for --forward, (model, args) or (model, args, kwargs))"
+)
+
+AUDIT_JSON_HELP: Final = "print the findings as JSON, every field in full"
+
+AUDIT_FORWARD_HELP: Final = (
+    "also run one forward pass on the meta device and list the tensors it makes, takes or "
+    "stores that stay behind when the model moves; TARGET then returns (model, args) or "
+    "(model, args, kwargs)"
+)
+
+AUDIT_MODE_HELP: Final = (
+    "with --forward: run the forward in {mode} mode (default: the mode the model is in; "
+    "--train --eval: both, in turn)"
+)
+
+MODE_WITHOUT_FORWARD: Final = (
+    "--train and --eval choose the mode of the forward pass: add --forward"
+)
+
 MALFORMED: Final = """\
 {target!r} is not a target: write package.module:factory, e.g. \
-python -m autoreg audit my_project.model:build"""
+{prog} audit my_project.model:build"""
+
+FILE_TARGET: Final = (
+    "{target!r} names a file; a target names a module, with dots: {dotted} (run from the "
+    "directory its package is in)"
+)
 
 NO_MODULE: Final = "cannot import {module!r}: {error} (is it importable from {cwd}?)"
 
@@ -339,7 +397,24 @@ CLEAN: Final = "Nothing in {cls} would be left behind by .to()."
 
 SUMMARY: Final = "{count} {tensors} in {cls} would be left behind by .to()."
 
+FORWARD_CLEAN: Final = "Nothing in the forward of {cls} ({mode} mode) stays behind when it moves."
+
+FORWARD_SUMMARY: Final = (
+    "{count} {strays} in the forward of {cls} ({mode} mode): tensors it makes, takes or stores "
+    "that stay behind when the model moves."
+)
+
 FACTORY_NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
+
+RAISED_AT: Final = "{error} (at {where})"  # an error of the user's code, at the user's line
+
+A_MODULE_INSTANCE: Final = "the module {cls}(...)"
+
+CALLED: Final = "() returned"  # NOT_A_FORWARD: what a factory returned ...
+
+NOT_CALLED: Final = " is"  # ... or what a target names
+
+USAGE_ERROR: Final = "{prog} {command}: error: {message}"
 
 # --- autoreg fix ---------------------------------------------------------------------------------
 # A hand edit is printed as "file:line: Class.attribute: <reason>" and, indented, the edit to make.

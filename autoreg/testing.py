@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from ._audit import find_unregistered
-from ._forward_audit import LOW_PRECISION, audit_forward
-from ._report import report_text  # the command line's tables
+from ._forward_audit import LOW_PRECISION, ModeChoice, audit_forward, audited_modes
+from ._report import report_text
 
 __all__ = ["assert_no_strays"]
 
@@ -28,16 +28,20 @@ def assert_no_strays(
     model: nn.Module,
     /,
     *args: Any,
+    mode: ModeChoice | None = None,
     backward: bool = False,
     low_precision: torch.dtype | None = LOW_PRECISION,
     **kwargs: Any,
 ) -> None:
     """Raise ``AssertionError`` with the audit's report if anything would stay behind when
     ``model`` moves: a tensor it holds that ``.to()`` leaves (``find_unregistered``), or one
-    that ``model(*args, **kwargs)`` makes on the default device or dtype (``audit_forward``,
-    which takes ``backward`` and ``low_precision``).
+    that ``model(*args, **kwargs)`` makes on the default device or dtype, or stores where
+    ``.to()`` leaves it (``audit_forward``, which takes ``mode``, ``backward`` and
+    ``low_precision``). The report is the command line's.
     """
     findings = find_unregistered(model)
-    forward = audit_forward(model, *args, backward=backward, low_precision=low_precision, **kwargs)
+    forward = audit_forward(
+        model, *args, mode=mode, backward=backward, low_precision=low_precision, **kwargs
+    )
     if findings or forward:
-        raise AssertionError(report_text(model, findings, forward))
+        raise AssertionError(report_text(model, findings, forward, audited_modes(model, mode)))

@@ -15,24 +15,21 @@ error (as ``audit``), and when LibCST is not installed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import difflib
 import os
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import torch
-from torch import nn
 
 from .._errors import ForwardAuditError
 from .._forward_audit import ForwardFinding, audit_forward
 from .._messages import (
-    FACTORY_NOT_A_MODULE,
     FIX_CLEAN,
     FIX_DESCRIPTION,
     FIX_FORWARD_STRAYS,
@@ -51,54 +48,40 @@ from .._messages import (
     FIX_WROTE,
     FORWARD_FAILED,
 )
+from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, load
 from .collect import collect
-
-if TYPE_CHECKING:
-    from .codemod import Rewrite
 from .plan import Plan, Stray, WrapModules, make_plan
 from .sites import record_stores
 
+if TYPE_CHECKING:
+    from .codemod import Rewrite
+
 __all__ = ["add_parser", "run"]
 
-EXIT_CLEAN: Final = 0
-EXIT_CHANGES: Final = 1
-EXIT_USAGE: Final = 2
+EXIT_CHANGES: Final = EXIT_FINDINGS  # without --write: the diff is not empty
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``fix`` command to the ``autoreg`` command line's ``subparsers``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "fix", help=FIX_HELP, description=FIX_DESCRIPTION
-    )
+    parser = subparsers.add_parser("fix", help=FIX_HELP, description=FIX_DESCRIPTION)
     parser.add_argument("targets", nargs="+", metavar="TARGET", help=FIX_TARGET_HELP)
     parser.add_argument("--style", choices=("base", "buffer"), default="base", help=FIX_STYLE_HELP)
     parser.add_argument("--write", action="store_true", help=FIX_WRITE_HELP)
-    parser.set_defaults(fix_prog=parser.prog)
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``autoreg fix`` as parsed into ``args``; return the exit status."""
-    prog: str = args.fix_prog
     try:
         from .codemod import rewrite  # imports libcst
     except ImportError as error:
         if error.name is None or error.name.partition(".")[0] != "libcst":
             raise
-        print(f"{prog}: error: {FIX_NO_LIBCST}", file=sys.stderr)
-        return EXIT_USAGE
-    from .._cli import _UsageError
-
+        raise UsageError(FIX_NO_LIBCST) from None
     strays: list[Stray] = []
     forward_targets: set[str] = set()
     made_by_forward = 0
     for target in args.targets:
-        try:
-            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the diff only
-                found, forward = _audit(target)
-        except _UsageError as error:
-            print(f"{prog}: error: {error}", file=sys.stderr)
-            return EXIT_USAGE
+        found, forward = _audit(target)
         strays += found
         if forward is not None:
             forward_targets.add(target)
@@ -115,9 +98,12 @@ def run(args: argparse.Namespace) -> int:
     if args.write:
         _write(rewrites, plan)
     else:
-        for filename, (source, result) in rewrites.items():
-            sys.stdout.writelines(_diff(filename, source, result.code, result.encoding))
-        sys.stdout.flush()
+        diff = "".join(
+            "".join(_diff(filename, source, result.code, result.encoding))
+            for filename, (source, result) in rewrites.items()
+        )
+        if diff:
+            emit(diff.removesuffix("\n"))
     _report(plan, [result for _, result in rewrites.values()], made_by_forward)
     if not args.write:
         files = "file" if len(rewrites) == 1 else "files"
@@ -156,27 +142,15 @@ def _report(plan: Plan, results: list[Rewrite], made_by_forward: int) -> None:
 def _audit(target: str) -> tuple[list[Stray], list[ForwardFinding] | None]:
     """Build ``target`` (recording its stores), audit it; the strays and forward findings
     (None when the factory returned no inputs)."""
-    from .._cli import _resolve, _typename, _UsageError
-
     with record_stores() as stores:
-        value, called = _resolve(target)
-    inputs: tuple[Sequence[Any], dict[str, Any]] | None = None
-    model = value
-    if called and isinstance(value, tuple) and len(value) in (2, 3):
-        model, positional, keywords = (*value, {}) if len(value) == 2 else value
-        if not (isinstance(positional, (tuple, list)) and isinstance(keywords, dict)):
-            model = value
-        else:
-            inputs = (positional, keywords)
-    if not isinstance(model, nn.Module):
-        raise _UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=_typename(value)))
+        loaded = load(target)
     forward: list[ForwardFinding] | None = None
-    if inputs is not None:
+    if loaded.args is not None:
         try:
-            forward = audit_forward(model, *inputs[0], **inputs[1])
+            forward = audit_forward(loaded.model, *loaded.args, **loaded.kwargs)
         except ForwardAuditError as error:
-            raise _UsageError(FORWARD_FAILED.format(target=target, error=error)) from None
-    return collect(model, stores, forward or ()), forward
+            raise UsageError(FORWARD_FAILED.format(target=target, error=error)) from None
+    return collect(loaded.model, stores, forward or ()), forward
 
 
 def _reaudit(target: str, forward: bool) -> int:
@@ -193,8 +167,8 @@ def _reaudit(target: str, forward: bool) -> int:
             file=sys.stderr,
         )
         return EXIT_CHANGES
-    sys.stdout.write(result.stdout)
-    sys.stdout.flush()
+    if result.stdout:
+        emit(result.stdout.removesuffix("\n"))
     message = FIX_CLEAN if result.returncode == EXIT_CLEAN else FIX_NOT_CLEAN
     print(message.format(target=target), file=sys.stderr)
     return result.returncode

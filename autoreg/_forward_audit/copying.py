@@ -24,7 +24,13 @@ from torch.utils._device import DeviceContext
 
 from .._audit import Finding, find_unregistered
 from .._errors import ForwardAuditError
-from .._messages import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS, describe
+from .._messages import (
+    CANNOT_COPY,
+    CANNOT_COPY_ATTRIBUTE,
+    CANNOT_COPY_INPUTS,
+    describe,
+    describe_error,
+)
 from .._walk import iter_tensors, map_tensors
 from .rules import STAND_IN, tensors_in
 from .sites import ByTensor
@@ -81,9 +87,9 @@ def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> st
                         owner=type(module).__name__,
                         name=attribute,
                         value=describe(item),
-                        error=f"{type(blocking).__name__}: {blocking}",
+                        error=describe_error(blocking),
                     )
-    return CANNOT_COPY.format(cls=type(model).__name__, error=f"{type(error).__name__}: {error}")
+    return CANNOT_COPY.format(cls=type(model).__name__, error=describe_error(error))
 
 
 def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor]) -> Any:
@@ -101,7 +107,7 @@ def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Ten
         return copy.deepcopy(inputs, memo)
     except Exception as error:
         raise ForwardAuditError(
-            CANNOT_COPY_INPUTS.format(error=f"{type(error).__name__}: {error}"), []
+            CANNOT_COPY_INPUTS.format(error=describe_error(error)), []
         ) from error
 
 

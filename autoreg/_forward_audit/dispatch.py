@@ -5,9 +5,9 @@ tensor is a device finding, except in the arguments CUDA takes from the CPU on p
 (``rules.CPU_OK``); the audit then moves the stray to the stand-in device and the pass goes on,
 so that one pass reports every stray. In the low-precision pass, a tensor of another floating
 dtype that promotes an operation, or that an operation which does not promote meets next to
-``bfloat16`` ones, is a dtype finding. Values: meta has none; what is computed from the inputs
-alone is computed on the CPU as well (``_follow_values``), so that ``.item()``, ``bool(t)`` and
-value-dependent shapes behave as they will.
+``bfloat16`` ones, is a dtype finding. Every finding is recorded once per site the stray came
+from (``sites``), with the fix ``fixes`` words. Values that meta does not have come from
+``values.Values``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from .rules import (
     named_tensors,
     target_device,
     tensors_in,
-    with_values,
     written,
 )
 from .sites import ByTensor, Lines, Site, merged
+from .values import Values
 
 __all__ = ["Audit"]
 
@@ -53,7 +53,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         attributes: dict[int, Finding],
         dtype: torch.dtype | None,
         findings: Findings,
-        values: ByTensor[torch.Tensor],
+        values: Values,
         input_dims: set[int],
         *,
         devices: bool,
@@ -75,7 +75,6 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.input_dims = input_dims
         self.devices = devices
         self.moved_grad = False  # a stray that requires grad was moved: backward may not follow
-        self.guessed = 0  # the values read that the pass did not know: stand-ins were used
         self.sites: ByTensor[tuple[Site, ...]] = ByTensor()
         self.foreign: set[int] = set()  # the storages of the tensors made before the pass
         self.made: ByTensor[tuple[str, int]] = ByTensor()  # the user's line that computed it
@@ -93,7 +92,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         tensors = [t for _, t in named]
         stand_in = [t for t in tensors if t.device.type == STAND_IN.type]
         if stand_in and name in READS:
-            return self._read(func, args, kwargs)
+            return self.values.read(func, args, kwargs)
         for tensor in tensors:
             if tensor not in self.sites and tensor.dim() and left_behind(tensor):
                 self._tag_entered(tensor, name)
@@ -116,7 +115,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if name == "copy_" and args[0].device.type == "cpu" and stand_in:
             return args[0]  # a copy to the CPU from a device without values: nothing to copy
         if name == "_to_copy" and stand_in and target_device(kwargs, args[0]).type == "cpu":
-            original = self.values.get(args[0])
+            original = self.values.known.get(args[0])
             if original is None:  # values read back from the stand-in device: ones
                 original = torch.ones(args[0].shape, dtype=args[0].dtype)
             out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
@@ -131,73 +130,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         try:
             result = self._call(func, args, kwargs, replace, named, stand_in)
         except Exception as error:  # noqa: BLE001 - raised again if no input on the CPU helps
-            result = self._on_the_cpu(error, func, args, kwargs, replace, named)
+            result = self.values.on_the_cpu(error, func, args, kwargs, replace, named)
         self._tag_outputs(func, name, kwargs, tensors, result)
-        self._follow_values(func, args, kwargs, result)
+        self.values.follow(func, args, kwargs, result)
         return result
-
-    def _follow_values(
-        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
-    ) -> None:
-        """Compute on the CPU the values of what an operation makes from known values alone."""
-        targets = written(func, args, kwargs)
-        if targets:  # the values of a tensor written in place are no longer known
-            for tensor in targets:
-                self.values.discard(tensor)
-            return
-        outputs = tensors_in(result)
-        if not any(t.device.type == STAND_IN.type for t in outputs):
-            return
-        known = with_values(self.values, args, kwargs)
-        if known is None:
-            return
-        known_args, known_kwargs = known
-        if "device" in known_kwargs:  # a copy to the stand-in device: its value stays here
-            known_kwargs = {**known_kwargs, "device": None}
-        try:
-            computed = tensors_in(func(*known_args, **known_kwargs))
-        except Exception:  # noqa: BLE001 - the value stays unknown
-            return
-        for out, value in zip(outputs, computed, strict=False):
-            if out.device.type == STAND_IN.type:
-                self.values[out] = value
-
-    def _on_the_cpu(
-        self,
-        error: Exception,
-        func: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        replace: dict[int, torch.Tensor],
-        named: list[tuple[str, torch.Tensor]],
-    ) -> Any:
-        """Run an operation that raised with one input it wants on the CPU, where the caller
-        keeps it (packed-sequence lengths); raise the error again if none fits."""
-        for _, tensor in named:
-            value = self.values.get(tensor) if tensor.device.type == STAND_IN.type else None
-            if value is None:
-                continue
-            try:
-                return invoke(
-                    func, args, kwargs, {**replace, id(tensor): value.to(tensor.dtype, copy=True)}
-                )
-            except Exception:  # noqa: BLE001, S112 - the next one, or the first error
-                continue
-        raise error
-
-    def _read(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``.item()``, ``bool(t)``, ``torch.equal`` on a stand-in tensor: its value where it is
-        known (computed from the inputs alone); otherwise a stand-in value (False, 1, 1.0), which
-        steers the pass the way values usually do (no error raised on bad values, loops run
-        once)."""
-        known = with_values(self.values, args, kwargs)
-        if known is not None:
-            return func(*known[0], **known[1])
-        self.guessed += 1
-        tensor = args[0]
-        if func.overloadpacket.__name__ != "_local_scalar_dense" or tensor.dtype == torch.bool:
-            return False  # bool(t), torch.equal(a, b), a boolean's .item()
-        return 1.0 if tensor.is_floating_point() else 1
 
     # --- running the operation, with the dtype rules of the low-precision pass ------------------
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from .._audit import check_module
 from .._errors import ForwardAuditError
-from .._frames import error_line, is_library, short_path
+from .._frames import error_line, is_library, location
 from .._messages import (
     BAD_FORWARD_MODE,
     FORWARD_OWN_ERROR,
@@ -20,14 +20,16 @@ from .._messages import (
     LOW_PRECISION_RAISED,
     NO_STRAY_BEFORE,
     STRAYS_BEFORE,
+    describe_error,
+    dtype_name,
 )
 from .copying import copy_inputs, copy_model, default_device_cpu, rng_kept, state, strand
 from .dispatch import Audit, Findings
 from .finding import ForwardFinding, ModeChoice, ModeName
-from .fixes import dtype_name
 from .rules import tensors_in
-from .sites import ByTensor, Lines, call
+from .sites import Lines, call
 from .stores import StoreWatch, stored_findings
+from .values import Values
 
 __all__ = ["LOW_PRECISION", "audit_forward", "audited_modes"]
 
@@ -99,8 +101,8 @@ def _run(
     if training is not None:
         twin.train(training)
     mode: ModeName = "train" if twin.training else "eval"
-    values: ByTensor[torch.Tensor] = ByTensor()
-    inputs = copy_inputs((args, kwargs), low, values)
+    values = Values()
+    inputs = copy_inputs((args, kwargs), low, values.known)
     dtype = low or next((t.dtype for t in state(twin) if t.is_floating_point()), None)
     attributes = strand(twin)
     dims = {d for t in tensors_in((args, kwargs)) for d in t.shape if d > 1}
@@ -140,7 +142,7 @@ def _raise_forward_error(
         message = LOW_PRECISION_RAISED
     elif _meta_gap(error):
         message = FORWARD_RAISED
-    elif audit.guessed:
+    elif audit.values.guessed:
         message = FORWARD_RAISED_GUESSED
     else:
         message = FORWARD_OWN_ERROR
@@ -148,10 +150,10 @@ def _raise_forward_error(
     raise ForwardAuditError(
         message.format(
             cls=cls,
-            where=f"{short_path(filename)}:{lineno}",
-            error=f"{type(error).__name__}: {error}",
+            where=location(filename, lineno),
+            error=describe_error(error),
             low=dtype_name(low),
-            guessed=audit.guessed,
+            guessed=audit.values.guessed,
             found=STRAYS_BEFORE.format(found="\n".join(map(str, found)))
             if found
             else NO_STRAY_BEFORE,

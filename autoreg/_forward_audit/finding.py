@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from .._frames import short_path
-from .._messages import FORWARD_FINDING, STORED_FINDING
+from .._frames import location
+from .._messages import FORWARD_FINDING, OP_AT, OP_AT_LINE, STORED_FINDING
 
 __all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "op_where"]
 
@@ -57,7 +57,7 @@ class ForwardFinding:
     @property
     def where(self) -> str:
         """``path/to/file.py:12``, relative to the working directory when it lies under it."""
-        return f"{short_path(self.filename)}:{self.lineno}"
+        return location(self.filename, self.lineno)
 
     def as_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready values (what ``autoreg audit --forward --json`` prints)."""
@@ -69,5 +69,5 @@ def op_where(finding: ForwardFinding) -> str:
     if (finding.op_filename, finding.op_lineno) == (finding.filename, finding.lineno):
         return finding.op
     if finding.op_filename == finding.filename:
-        return f"{finding.op} (line {finding.op_lineno})"
-    return f"{finding.op} ({short_path(finding.op_filename)}:{finding.op_lineno})"
+        return OP_AT_LINE.format(op=finding.op, lineno=finding.op_lineno)
+    return OP_AT.format(op=finding.op, where=location(finding.op_filename, finding.op_lineno))

@@ -30,13 +30,14 @@ from .._messages import (
     FIX_STORED,
     FIX_STORED_CONTAINER,
     brief,
+    dtype_name,
 )
 from .._mixin import AutoRegisterMixin
 from .finding import ForwardFinding, Kind, ModeName
 from .rules import STAND_IN
 from .sites import Site
 
-__all__ = ["dtype_name", "stored_fix", "stray_finding"]
+__all__ = ["stored_fix", "stray_finding"]
 
 
 def stray_finding(
@@ -129,10 +130,6 @@ def stored_fix(holder: nn.Module, finding: Finding) -> str:
         return FIX_STORED.format(name=finding.attribute)
     kind = "dict" if isinstance(value, dict) else "list"
     return FIX_STORED_CONTAINER.format(kind=kind)
-
-
-def dtype_name(dtype: torch.dtype | None) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _state(module: nn.Module | None) -> list[tuple[str, torch.Tensor]]:

@@ -14,8 +14,6 @@ from typing import Any, Final
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from .sites import ByTensor
-
 __all__ = [
     "CPU_OK",
     "LIFTS",
@@ -30,7 +28,6 @@ __all__ = [
     "named_tensors",
     "target_device",
     "tensors_in",
-    "with_values",
     "writes_self",
     "written",
 ]
@@ -128,26 +125,6 @@ def written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[to
 def writes_self(func: Any) -> bool:
     schema = func._schema.arguments
     return bool(schema) and schema[0].alias_info is not None and schema[0].alias_info.is_write
-
-
-def with_values(
-    values: ByTensor[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """``args`` and ``kwargs`` with each stand-in tensor replaced by its known value; ``None``
-    if one is unknown, or if there is no tensor (a factory: its values are not worth making)."""
-    leaves = tensors_in((args, kwargs))
-    if not leaves:
-        return None
-    found: dict[int, torch.Tensor] = {}
-    for tensor in leaves:
-        value = values.get(tensor) if tensor.device.type == STAND_IN.type else tensor
-        if value is None:
-            return None
-        found[id(tensor)] = value
-    swapped: tuple[tuple[Any, ...], dict[str, Any]] = tree_map_only(
-        torch.Tensor, lambda t: found[id(t)], (args, kwargs)
-    )
-    return swapped
 
 
 def cast(

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from autoreg.__main__ import main
+from tests.audit.support import modules_in, run_cli
 
 MODELS = """\
 import torch
@@ -66,13 +64,13 @@ RAISES_LINE = MODELS.splitlines().index('    raise RuntimeError("no GPU here")')
 
 LEAKY_TABLE = """\
 PATH         CLASS  TENSOR                        FIX
-mask         Leaky  bool[2, 2] cpu                \
-subclass autoreg.Module or register_buffer('mask', ..., persistent=False); \
-third-party class: autoreg.register_tensors
-anchors[0]   Leaky  float32[3] cpu                \
-autoreg.BufferList(...), or subclass autoreg.Module (it carries the list)
-temperature  Leaky  float32[] cpu, requires grad  \
-nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .detach()
+mask         Leaky  bool[2, 2] cpu                subclass autoreg.Module or register_buffer('mask',
+                                                  ..., persistent=False); third-party class:
+                                                  autoreg.register_tensors
+anchors[0]   Leaky  float32[3] cpu                autoreg.BufferList(...), or subclass
+                                                  autoreg.Module (it carries the list)
+temperature  Leaky  float32[] cpu, requires grad  nn.Parameter(...) if it is a weight to train; if
+                                                  not, requires_grad=False or .detach()
 
 3 tensors in Leaky would be left behind by .to().
 """
@@ -81,32 +79,13 @@ nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .de
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A directory holding the importable modules the targets name."""
-    directory = tmp_path_factory.mktemp("targets")
-    (directory / "cli_models.py").write_text(MODELS)
-    (directory / "cli_broken.py").write_text('raise ImportError("optional dependency missing")\n')
-    (directory / "cli_missing_dependency.py").write_text("import not_installed_xyz\n")
-    yield directory
-    for name in ("cli_models", "cli_broken", "cli_missing_dependency"):
-        sys.modules.pop(name, None)
-
-
-@pytest.fixture
-def importable(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.syspath_prepend(str(model_dir))
-    monkeypatch.chdir(model_dir)
-    return model_dir
-
-
-def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "AUTOREG_MODE"}
-    return subprocess.run(
-        [sys.executable, "-m", "autoreg", *args],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    yield from modules_in(
+        tmp_path_factory,
+        {
+            "cli_models": MODELS,
+            "cli_broken": 'raise ImportError("optional dependency missing")\n',
+            "cli_missing_dependency": "import not_installed_xyz\n",
+        },
     )
 
 
@@ -114,13 +93,13 @@ def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_exit_status_0_when_nothing_would_be_left_behind(model_dir: Path) -> None:
-    result = run(model_dir, "audit", "cli_models:Clean")
+    result = run_cli(model_dir, "audit", "cli_models:Clean")
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == "Nothing in Clean would be left behind by .to().\n"
 
 
 def test_exit_status_1_and_a_table_when_something_would(model_dir: Path) -> None:
-    result = run(model_dir, "audit", "cli_models:Leaky")
+    result = run_cli(model_dir, "audit", "cli_models:Leaky")
     assert (result.returncode, result.stderr) == (1, "")
     assert result.stdout == LEAKY_TABLE
 
@@ -128,7 +107,7 @@ def test_exit_status_1_and_a_table_when_something_would(model_dir: Path) -> None
 def test_exit_status_2_and_one_message_without_a_traceback_for_a_usage_error(
     model_dir: Path,
 ) -> None:
-    result = run(model_dir, "audit", "cli_models:raises")
+    result = run_cli(model_dir, "audit", "cli_models:raises")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         "python -m autoreg audit: error: cli_models:raises() raised RuntimeError: no GPU here "

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from autoreg.__main__ import main
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.audit.support import ROOT, modules_in, run_cli
 
 MODELS = """\
 import torch
@@ -80,60 +76,36 @@ SELECTS_LINE = MODELS.splitlines().index("        return y[y > 0]") + 1
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    directory = tmp_path_factory.mktemp("forward_targets")
-    (directory / "cli_forward_models.py").write_text(MODELS)
-    yield directory
-    sys.modules.pop("cli_forward_models", None)
-
-
-@pytest.fixture
-def importable(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.syspath_prepend(str(model_dir))
-    monkeypatch.chdir(model_dir)
-    return model_dir
-
-
-def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "AUTOREG_MODE"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "autoreg", *args],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    yield from modules_in(tmp_path_factory, {"cli_forward_models": MODELS})
 
 
 # --- in a subprocess: the motivating Net, and a clean model ---------------------------------------
 
 
 def test_the_net_example_exits_1_with_both_tables() -> None:
-    result = run(ROOT, "audit", "examples.net:example", "--forward")
+    result = run_cli(ROOT, "audit", "examples.net:example", "--forward")
     assert (result.returncode, result.stderr) == (1, "")
     source = (ROOT / "examples" / "net.py").read_text().splitlines()
     line = next(n for n, text in enumerate(source, 1) if "x = torch.rand(2, 3)" in text)
     tables = result.stdout.split("\n\n")
     assert tables[0].splitlines()[1].startswith("w3    Net    float32[2, 3] cpu  ")
     assert tables[1] == "1 tensor in Net would be left behind by .to()."
-    rows = tables[2].splitlines()
+    rows = [row for row in tables[2].splitlines() if not row.startswith(" ")]  # fixes wrap
     assert rows[0].split() == ["WHERE", "KIND", "TENSOR", "OP", "FIX"]
     assert rows[1].startswith(f"examples/net.py:{line}  device  float32[2, 3] cpu  add (line ")
     assert rows[2].startswith(f"examples/net.py:{line}  dtype   float32[2, 3] cpu  add (line ")
-    assert tables[3] == (
-        "2 strays in the forward of Net: tensors that stay on the default device or dtype when "
-        "the model moves.\n"
+    assert " ".join(tables[3].split()) == (
+        "2 strays in the forward of Net (train mode): tensors it makes, takes or stores that stay "
+        "behind when the model moves."
     )
 
 
 def test_a_clean_forward_exits_0(model_dir: Path) -> None:
-    result = run(model_dir, "audit", "cli_forward_models:clean", "--forward")
+    result = run_cli(model_dir, "audit", "cli_forward_models:clean", "--forward")
     assert (result.returncode, result.stderr) == (0, "building the model\n")
     assert result.stdout == (
         "Nothing in Clean would be left behind by .to().\n\n"
-        "Nothing in the forward of Clean stays behind when it moves.\n"
+        "Nothing in the forward of Clean (train mode) stays behind when it moves.\n"
     )
 
 

@@ -1,0 +1,156 @@
+"""What every subcommand shares: a target ``package.module:factory`` built, exit codes, output.
+
+A target names a module instance, a module class, or a zero-argument callable that returns a
+module, ``(model, args)`` or ``(model, args, kwargs)`` (the inputs of one forward pass). Whatever
+goes wrong while building it (a malformed target, a file path, a module that cannot be imported,
+a missing name, a factory that raises or returns something else) is a ``UsageError``: one line,
+exit status 2, located at the user's line, never a traceback. The user's code prints to stderr,
+so that stdout carries the report only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import os
+import sys
+from typing import Any, Final
+
+from torch import nn
+
+from ._frames import error_line, location, short_path
+from ._messages import (
+    FACTORY_NOT_A_MODULE,
+    FACTORY_RAISED,
+    FILE_TARGET,
+    IMPORT_RAISED,
+    MALFORMED,
+    NO_MODULE,
+    NO_NAME,
+    NOT_CALLABLE,
+    RAISED_AT,
+    describe_error,
+    describe_object,
+)
+
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FINDINGS",
+    "EXIT_USAGE",
+    "Target",
+    "UsageError",
+    "emit",
+    "load",
+    "prog",
+]
+
+EXIT_CLEAN: Final = 0  # nothing found
+EXIT_FINDINGS: Final = 1  # something found (for CI)
+EXIT_USAGE: Final = 2  # a command line that cannot be run
+
+
+class UsageError(Exception):
+    """A command line that cannot be run; its message is printed as one line, exit status 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What a target built: the model, and the inputs of a forward pass when it returned them."""
+
+    name: str
+    model: nn.Module
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    called: bool = True  # the target is a factory (False: a module instance)
+
+
+def prog() -> str:
+    """How the user ran it: the ``autoreg`` console script, or ``python -m autoreg``."""
+    return "autoreg" if os.path.basename(sys.argv[0]) == "autoreg" else "python -m autoreg"
+
+
+def load(target: str) -> Target:
+    """Import and call what ``target`` names; raise ``UsageError`` with the reason if it does
+    not give a module, ``(model, args)`` or ``(model, args, kwargs)``."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report only
+        value, called = _resolve(target)
+    if isinstance(value, nn.Module):
+        return Target(target, value, called=called)
+    if called and isinstance(value, tuple) and len(value) in (2, 3):
+        model, args, kwargs = (*value, {}) if len(value) == 2 else value
+        if (
+            isinstance(model, nn.Module)
+            and isinstance(args, (tuple, list))
+            and isinstance(kwargs, dict)
+        ):
+            return Target(target, model, tuple(args), kwargs)
+    raise UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=describe_object(value)))
+
+
+def emit(text: str) -> None:
+    """Print ``text`` on stdout; when the reader has gone (``| head``), end quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # What is still buffered would raise again when the interpreter flushes at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _resolve(target: str) -> tuple[object, bool]:
+    """What ``target`` names: a module instance as it is, or what its factory returns (and
+    whether it was called); raise ``UsageError`` with the reason if it cannot be had."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # The `autoreg` console script imports from where it is run, as `python -m autoreg` does.
+        sys.path.insert(0, os.getcwd())
+    module_name, _, attribute = target.partition(":")
+    names = attribute.split(".")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        raise UsageError(FILE_TARGET.format(target=target, dotted=_dotted(module_name, attribute)))
+    if not module_name or not all(names) or ":" in attribute:
+        raise UsageError(MALFORMED.format(target=target, prog=prog()))
+    try:
+        namespace: object = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (module_name + ".").startswith(error.name + "."):
+            raise UsageError(
+                NO_MODULE.format(module=module_name, error=error, cwd=os.getcwd())
+            ) from None
+        raise UsageError(IMPORT_RAISED.format(module=module_name, error=_brief(error))) from None
+    except Exception as error:  # noqa: BLE001 - any failure of the user's module is reported
+        raise UsageError(IMPORT_RAISED.format(module=module_name, error=_brief(error))) from None
+    for position, name in enumerate(names):
+        try:
+            namespace = getattr(namespace, name)
+        except AttributeError:
+            owner = f"module {module_name!r}"
+            if position:
+                owner = repr(":".join([module_name, ".".join(names[:position])]))
+            raise UsageError(NO_NAME.format(owner=owner, name=name)) from None
+    if isinstance(namespace, nn.Module):
+        return namespace, False
+    if not callable(namespace):
+        raise UsageError(NOT_CALLABLE.format(target=target, value=describe_object(namespace)))
+    try:
+        return namespace(), True
+    except Exception as error:  # noqa: BLE001 - any failure of the user's factory is reported
+        raise UsageError(FACTORY_RAISED.format(target=target, error=_brief(error))) from None
+
+
+def _dotted(path: str, attribute: str) -> str:
+    """The target a file path meant: ``mylib/model.py`` -> ``mylib.model:attribute``."""
+    if os.path.isabs(path):
+        path = short_path(path)
+    parts = [p for p in path.removesuffix(".py").replace(os.sep, "/").split("/") if p != "."]
+    return f"{'.'.join(parts)}:{attribute}" if attribute else ".".join(parts)
+
+
+def _brief(error: BaseException) -> str:
+    """``TypeError: message (at path/to/file.py:12)``: the error and the user's line that raised
+    it, the innermost outside torch and autoreg (none when the call itself failed)."""
+    line = error_line(error)
+    if line is None:
+        return describe_error(error)
+    return RAISED_AT.format(error=describe_error(error), where=location(*line))
