@@ -21,9 +21,9 @@ from ._errors import (
     UnregisteredTensorError,
 )
 from ._forward_audit import ForwardFinding, audit_forward
-from ._meta import reset_buffers
 from ._mixin import AutoRegisterMixin, Module
 from ._register import register_tensors
+from ._reset import reset_buffers
 
 __version__ = "0.1.0"
 

@@ -10,11 +10,10 @@ list, tuple and dict attributes (walked by ``_walk.iter_tensors``, so the audit 
 that reaches it, in ``named_modules()`` order. Not findings:
 
 - parameters and buffers of any module in the tree, wherever else they are referenced;
-- what an autoreg module carries (roles "carried" and "container" in ``_autoreg_owned``): its
-  ``_apply`` converts those tensors - except the ones that require grad, which it leaves, so
-  those are findings. The record is trusted only on an instance of an autoreg class: an instance
-  unpickled after its class went back to ``nn.Module`` keeps a stale ``_autoreg_owned`` that no
-  ``_apply`` acts on any more;
+- what an autoreg module carries (``carried_by_autoreg``, which asks the core): its ``.to()``
+  converts those tensors - except leaves that require grad, which it leaves, so those are
+  findings. Only an instance of an autoreg class carries: one unpickled after its class went back
+  to ``nn.Module`` keeps autoreg's keys, but no ``.to()`` acts on them any more;
 - a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
   whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
   the model fills it in an eval forward and looks entries up by the device it runs on, and its
@@ -52,8 +51,8 @@ from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
-from ._carry import registered_tensors
-from ._contract import CARRIED, CONTAINER, MODULE_INTERNALS, OWNED, why_no_buffer_slot
+from ._carry import carried, registered_tensors
+from ._contract import why_no_buffer_slot
 from ._declarations import Declaration
 from ._errors import NotAModuleError
 from ._messages import (
@@ -63,8 +62,8 @@ from ._messages import (
     FIX_CONTAINER,
     FIX_CONTAINER_OR_CARRY,
     FIX_CONTAINER_PARAMETERS,
-    FIX_DECLARE,
     FIX_DEVICE_CACHE,
+    FIX_FRAMEWORK,
     FIX_MODULE_IN_CONTAINER,
     FIX_NESTED,
     FIX_NO_SLOT,
@@ -76,13 +75,14 @@ from ._messages import (
     dtype_name,
 )
 from ._mixin import AutoRegisterMixin
+from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
 __all__ = [
     "Finding",
     "Located",
     "candidates",
-    "carried_names",
+    "carried_by_autoreg",
     "check_module",
     "find_unregistered",
     "join",
@@ -190,15 +190,15 @@ def _audit(
     """
     reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
-        carried = carried_names(sub) if reached else set()
         for name, value in candidates(sub):
             if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
-            # autoreg's _apply converts what it carries, except tensors that require grad.
+            # autoreg's _apply converts what it carries, except leaves that require grad.
+            moves = reached and carried_by_autoreg(sub, name, value)
             for path, tensor in iter_tensors(value, join(prefix, name)):
                 if id(tensor) in registered or id(tensor) in reported:
                     continue
-                if name in carried and not tensor.requires_grad:
+                if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
@@ -242,18 +242,14 @@ def check_module(module: object, function: str) -> None:
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
 
 
-def carried_names(module: nn.Module) -> set[str]:
-    """The names whose tensors an autoreg ``module``'s ``.to()`` converts; none for other modules.
+def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
+    """Whether ``module.name`` holds ``value`` that an autoreg module's ``.to()`` converts: the one
+    place the audits ask autoreg's core what it carries.
 
-    The one place the audits ask autoreg's core what it carries. The record is trusted only on an
-    instance of an autoreg class: one pickled from an autoreg class and unpickled after the class
-    went back to ``nn.Module`` keeps ``_autoreg_owned`` in its ``__dict__``, but nothing carries
-    its tensors.
+    Only instances of autoreg classes carry: an instance unpickled after its class went back to
+    ``nn.Module`` keeps autoreg's keys in its ``__dict__``, but nothing converts its tensors.
     """
-    if not isinstance(module, AutoRegisterMixin):
-        return set()
-    owned: dict[str, str] = module.__dict__.get(OWNED) or {}
-    return {name for name, role in owned.items() if role in (CARRIED, CONTAINER)}
+    return isinstance(module, AutoRegisterMixin) and carried(module, name, value)
 
 
 def _is_device_cache(value: object) -> bool:
@@ -317,7 +313,7 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
         if where is not None:
             return FIX_NO_SLOT.format(name=name, where=where)
         if isinstance(module, AutoRegisterMixin):
-            return FIX_DECLARE.format(name=name, cls=cls)
+            return FIX_FRAMEWORK.format(cls=cls)
         return FIX_BUFFER.format(name=name)
     if _is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)

@@ -1,118 +1,116 @@
-"""``.to()`` for what autoreg carries: runtime tensors and containers (rows 8, 10 and 11).
+"""``.to()`` for what autoreg carries (rows 8, 10 and 11), at the cost of the tree it converts.
 
-nn.Module's ``_apply`` converts parameters and buffers; the mixin's ``_apply`` also converts the
-tensors an instance carries. Within one ``.to()`` of a tree, each original tensor becomes one
-converted tensor, whoever holds it: a carried tensor that is a buffer of another module of the
-tree (``parent.child.view = parent.table``) ends up as that buffer's converted tensor, and a tensor
-carried by two modules is converted once. nn.Module converts a module's children before its own
-buffers, so carried tensors are converted last, by the outermost autoreg ``_apply`` of the call.
+What is carried is not recorded anywhere: an autoreg module carries each tensor and container in
+its ``__dict__`` whose decision, were it assigned now, ``moves`` (``carried``). So the audit and
+``.to()`` agree with the contract by construction, a copy carries what it holds, and a value that
+nothing carries any more (``self.h = None``) simply is not there.
 
-While no live module carries a tensor, ``_apply`` is nn.Module's plus one frame. While some do,
-the outermost autoreg ``_apply`` of a call walks its tree for modules that carry; if some do, it
-wraps ``fn`` to remember what it made of the carried tensors' originals, and converts them at the
-end; if none do, the autoreg modules below it take nn.Module's path without a walk.
+nn.Module's ``_apply`` converts parameters and buffers and recurses into ``_modules``. The
+outermost autoreg ``_apply`` of a call - the first one not inside the tree of a conversion already
+running on this thread - starts a ``Conversion``: it walks the modules that call will reach
+(``_tree``), finds their carried values, and if there are any, hands nn.Module a wrapper of ``fn``
+that remembers what it made of the carried tensors' originals. The autoreg ``_apply``s below it take
+nn.Module's path and mark themselves reached. At the end the carried values of the reached modules
+are converted, each original tensor once: a carried alias of a buffer of the tree becomes that
+buffer's converted tensor. A module reached from outside the tree (an ``_apply`` override that
+also converts an EMA copy it keeps outside ``_modules``) starts a conversion of its own. Nothing
+outside the tree is looked at, and nothing that happened before changes what a call does.
+
+A value that cannot be converted (a tensor that escaped ``torch.func.vmap``, a tuple subclass that
+cannot be rebuilt) is left as it is, as nn.Module leaves every plain attribute; warn mode says so.
+All carried values are converted after nn.Module's own work, and each one either fully or not at
+all, so autoreg never leaves a model half-converted.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import torch
 from torch import nn
 
-from ._contract import CARRIED, CONTAINER, OWNED
-from ._walk import CONTAINERS, iter_tensors, map_tensors
+from ._config import Mode
+from ._contract import TENSORS, Kind, decide, kind_of, situation
+from ._errors import AutoRegisterWarning
+from ._messages import NOT_CONVERTED, describe
+from ._record import ClassRecord
+from ._state import MODULE_INTERNALS, OWNED
+from ._walk import iter_tensors, map_tensors
 
-__all__ = [
-    "CARRIERS",
-    "QUIET",
-    "UNTRACKED",
-    "Conversion",
-    "apply_carrying",
-    "carries",
-    "loose_tensors",
-    "note_carrier",
-    "registered_tensors",
-]
-
-# The live modules that carry a tensor or a container: id -> weak reference. A plain dict, so
-# that `if CARRIERS` costs what every module's _apply can afford.
-CARRIERS: Final[dict[int, weakref.ref[nn.Module]]] = {}
-# Set when a module starts carrying inside code dynamo compiles, where no weak reference can be
-# made: from then on, every .to() looks for carriers in its tree. A list, which compiled code may
-# set.
-UNTRACKED: Final[list[bool]] = [False]
+__all__ = ["apply", "carried", "carried_values", "loose_tensors", "registered_tensors"]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
+_MISSING: Final = object()
 
 
-class _Quiet(threading.local):
-    active = False  # a root above found nothing carried in its tree: the modules below need not
+def carried(module: nn.Module, name: str, value: object) -> bool:
+    """Whether ``.to()`` converts ``value``, held in ``module.__dict__[name]``."""
+    record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
+    d = module.__dict__
+    roles = d.get(OWNED)
+    role = roles.get(name) if roles is not None else None
+    s = situation(record, d, name, value, role, compiling=False)
+    return decide(record, s, compiling=False).moves
 
 
-QUIET: Final = _Quiet()
+def carried_values(module: nn.Module) -> dict[str, Any]:
+    """The values ``module`` (an autoreg instance) carries, by name."""
+    found: dict[str, Any] = {}
+    for name, value in module.__dict__.items():
+        if name in MODULE_INTERNALS or name.startswith("_autoreg_"):
+            continue
+        kind = kind_of(value)
+        if (kind in TENSORS or kind is Kind.CONTAINER) and carried(module, name, value):
+            found[name] = value
+    return found
 
 
-def note_carrier(module: nn.Module) -> None:
-    """Remember that ``module`` carries something, for as long as it lives."""
-    if torch.compiler.is_compiling():
-        UNTRACKED[0] = True
-        return
+# --- one .to() -----------------------------------------------------------------------------------
+
+
+class _Running(threading.local):
+    def __init__(self) -> None:
+        self.conversions: list[Conversion] = []
+
+
+_RUNNING: Final = _Running()
+
+
+def apply(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
+    """``module._apply(fn, recurse)`` for an autoreg module whose next ``_apply`` is
+    ``apply_next``: nn.Module's work, then the carried values."""
     key = id(module)
-    if key not in CARRIERS:
-        CARRIERS[key] = weakref.ref(module, lambda _: CARRIERS.pop(key, None))
-
-
-def carries(module: nn.Module) -> bool:
-    owned: dict[str, str] | None = module.__dict__.get(OWNED)
-    return bool(owned) and (CARRIED in owned.values() or CONTAINER in owned.values())  # type: ignore[union-attr]
-
-
-def apply_carrying(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
-    """``module._apply(fn, recurse)`` at the root of a ``.to()``, while some module carries.
-
-    The candidates are the live carriers (``CARRIERS``): each that ``.to()`` reaches adds itself
-    to the conversion (``AutoRegisterMixin._apply``). After a carrier started inside compiled
-    code (``UNTRACKED``), the tree is walked for them instead.
-    """
-
-    def tree() -> list[nn.Module]:
-        return _tree(module) if recurse else [module]
-
-    if UNTRACKED[0]:
-        carriers = {id(m): m for m in tree() if carries(m)}
-        if not carriers:
-            QUIET.active = True
-            try:
-                return _call(apply_next, module, fn, recurse)
-            finally:
-                QUIET.active = False
-        candidates = list(carriers.values())
-    else:
-        carriers = {}
-        candidates = [m for ref in list(CARRIERS.values()) if (m := ref()) is not None]
-    conversion = Conversion(fn, tree, candidates, carriers)
-    result = _call(apply_next, module, conversion, recurse)
-    if carries(module):
-        conversion.carriers[id(module)] = module
+    running = _RUNNING.conversions
+    for conversion in running:
+        if key in conversion.tree:  # that conversion converts what this module carries
+            if key in conversion.carriers:
+                conversion.reached.add(key)
+            return _call(apply_next, module, fn, recurse)
+    tree = _tree(module) if recurse else [module]
+    conversion = Conversion(fn, tree)
+    if key in conversion.carriers:
+        conversion.reached.add(key)
+    running.append(conversion)
+    try:
+        result = _call(apply_next, module, conversion if conversion.carriers else fn, recurse)
+    finally:
+        running.remove(conversion)
     conversion.finish()
     return result
 
 
 def _call(apply_next: Any, module: nn.Module, fn: _ApplyFn, recurse: bool) -> Any:
-    # recurse is passed on only when set, as nn.Module does, so that overrides written before it
-    # existed keep working.
+    # recurse is passed on only when unset, as nn.Module does, so that overrides written before
+    # it existed (torchmetrics' Metric._apply) keep working.
     return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
 
 
 def _tree(root: nn.Module) -> list[nn.Module]:
-    """The modules of ``root``'s tree, each once: what ``.to()`` recurses into.
-
-    ``root.modules()`` without the prefix strings ``named_modules`` builds for each module.
-    """
+    """The modules ``.to()`` recurses into from ``root``, each once (``root.modules()`` without
+    the prefixes ``named_modules`` builds)."""
     found = [root]
     seen = {id(root)}
     for module in found:
@@ -124,29 +122,33 @@ def _tree(root: nn.Module) -> list[nn.Module]:
 
 
 class Conversion:
-    """``fn`` of one ``.to()`` of a tree, remembering what it made of the carried tensors."""
+    """``fn`` of one ``.to()`` of a tree, remembering what it made of carried tensors."""
 
-    __slots__ = ("carriers", "converted", "fn", "parameters", "wanted")
+    __slots__ = ("carriers", "converted", "fn", "parameters", "reached", "tree", "wanted")
 
-    def __init__(
-        self,
-        fn: _ApplyFn,
-        tree: Callable[[], list[nn.Module]],
-        candidates: list[nn.Module],
-        carriers: dict[int, nn.Module],
-    ) -> None:
+    def __init__(self, fn: _ApplyFn, tree: list[nn.Module]) -> None:
         self.fn = fn
-        self.carriers = carriers  # id -> module: the carriers of the tree, filled as it goes
-        # id -> (original, converted): the original is kept alive, so its id stays its own.
+        self.tree = {id(module) for module in tree}
+        # id -> (module, names): the modules of the tree that carry something.
+        self.carriers: dict[int, tuple[nn.Module, list[str]]] = {}
+        carried_tensors: list[torch.Tensor] = []
+        for module in tree:
+            if getattr(type(module), "__autoreg__", None) is None:
+                continue
+            values = carried_values(module)
+            if values:
+                self.carriers[id(module)] = (module, list(values))
+                carried_tensors.extend(t for v in values.values() for _, t in iter_tensors(v))
+        self.reached: set[int] = set()  # the carriers whose _apply this call reached
+        self.wanted = {id(t) for t in carried_tensors if not isinstance(t, nn.Parameter)}
+        # id -> (original, converted); the original is kept alive, so its id stays its own.
         self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        carried = [t for module in candidates for t in _carried_tensors(module)]
-        self.wanted = {id(t): t for t in carried if not isinstance(t, nn.Parameter)}
-        # Parameters held in carried containers: nn.Module may replace a parameter by a new one
-        # (a move to another device): the container must hold the one in the module afterwards.
+        # Parameters held in carried containers: nn.Module may replace a parameter by a new one,
+        # and the container must then hold the one in the module.
         self.parameters: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
-        held = {id(t) for t in carried if isinstance(t, nn.Parameter)}
+        held = {id(t) for t in carried_tensors if isinstance(t, nn.Parameter)}
         if held:
-            for key, entry in registered_tensors(tree()).items():
+            for key, entry in registered_tensors(tree).items():
                 if key in held:
                     self.parameters[key] = entry
 
@@ -170,34 +172,65 @@ class Conversion:
         done = self.converted.get(id(tensor))
         if done is not None:
             return done[1]
-        new = tensor if tensor.requires_grad else self.fn(tensor)  # row 6: not autoreg's
+        if tensor.requires_grad and tensor.is_leaf:
+            return tensor  # row 6 holds inside a container too: a weight is not autoreg's
+        new = self.fn(tensor)
         self.converted[id(tensor)] = (tensor, new)
         return new
 
+    def move(self, value: Any) -> Any:
+        """A tuple with its own ``.to()`` (a ``PackedSequence``), moved by it: to the device and
+        dtype ``fn`` gives its first tensor."""
+        first = next((t for _, t in iter_tensors(value)), None)
+        if first is None:
+            return value
+        probe = self.convert(first)
+        if probe.device == first.device and probe.dtype == first.dtype:
+            return value
+        return value.to(device=probe.device, dtype=probe.dtype)
+
     def finish(self) -> None:
-        """Convert the carried tensors of the modules of the tree that carry some."""
-        for module in self.carriers.values():
+        """Convert the carried values of the reached modules; a value that cannot be converted
+        stays as it is (warn mode says so)."""
+        updates: list[tuple[dict[str, Any], str, Any]] = []
+        for key in self.reached:
+            module, names = self.carriers[key]
             d = module.__dict__
-            for name, role in d[OWNED].items():
-                value = d.get(name)
-                if role == CARRIED and isinstance(value, torch.Tensor):
-                    d[name] = self.convert(value)
-                elif role == CONTAINER and isinstance(value, CONTAINERS):
-                    d[name] = map_tensors(value, self.convert)
+            for name in names:
+                value = d.get(name, _MISSING)
+                if value is _MISSING:
+                    continue
+                try:
+                    if isinstance(value, torch.Tensor):
+                        new = self.convert(value)
+                    else:
+                        new = map_tensors(value, self.convert, self.move)
+                except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
+                    _not_converted(module, name, value, error)
+                    continue
+                if new is not value:
+                    updates.append((d, name, new))
+        for d, name, new in updates:
+            d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
 
 
-def _carried_tensors(module: nn.Module) -> list[torch.Tensor]:
-    d = module.__dict__
-    found: list[torch.Tensor] = []
-    for name, role in (d.get(OWNED) or {}).items():
-        if role in (CARRIED, CONTAINER):
-            found.extend(t for _, t in iter_tensors(d.get(name)))
-    return found
+def _not_converted(module: nn.Module, name: str, value: object, error: Exception) -> None:
+    record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
+    key = ("convert", name)
+    if record.mode is Mode.WARN and key not in record.warned:
+        record.warned.add(key)
+        message = NOT_CONVERTED.format(
+            cls=type(module).__name__, name=name, value=describe(value), error=error
+        )
+        warnings.warn(message, AutoRegisterWarning, stacklevel=2)
+
+
+# --- shared with the audit and strict mode -----------------------------------------------------
 
 
 def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Tensor]]:
-    """The tensors in ``value`` that only autoreg would move: not registered, not requiring grad."""
-    found = [(path, t) for path, t in iter_tensors(value) if not t.requires_grad]
+    """The tensors in ``value`` that only autoreg would move: not registered, not weights."""
+    found = [(path, t) for path, t in iter_tensors(value) if not (t.requires_grad and t.is_leaf)]
     if found:
         registered = registered_tensors(module.modules())
         found = [(path, t) for path, t in found if id(t) not in registered]

@@ -18,6 +18,11 @@ def describe(value: Any) -> str:
     """``Tensor(shape=(4, 4), dtype=torch.float32, device='cpu')``; a non-tensor's type name."""
     if isinstance(value, torch.Tensor):
         grad = ", requires_grad=True" if value.requires_grad else ""
+        if value.is_nested:  # no single shape
+            return (
+                f"NestedTensor({value.size(0)} tensors, dtype={value.dtype}, "
+                f"device='{value.device}'{grad})"
+            )
         return (
             f"{type(value).__name__}(shape={tuple(value.shape)}, dtype={value.dtype}, "
             f"device='{value.device}'{grad})"
@@ -27,7 +32,8 @@ def describe(value: Any) -> str:
 
 def brief(tensor: torch.Tensor) -> str:
     """``float32[16, 16] cpu``, with ``, requires grad`` when it does: a tensor in a table."""
-    text = f"{dtype_name(tensor.dtype)}{list(tensor.shape)} {tensor.device}"
+    shape = f"nested({tensor.size(0)})" if tensor.is_nested else str(list(tensor.shape))
+    text = f"{dtype_name(tensor.dtype)}{shape} {tensor.device}"
     return text + ", requires grad" if tensor.requires_grad else text
 
 
@@ -136,6 +142,12 @@ Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move
 persistent=True, saved in state_dict), or annotate {name}: autoreg.Plain to keep it where it \
 is."""
 
+NOT_CONVERTED: Final = """\
+{cls}.{name} = {value} could not be converted by .to() ({error}); it was left as it was, as \
+nn.Module leaves every plain attribute.
+A tensor stored inside torch.func.vmap or grad is a wrapper that dies with the transform: do not \
+keep it on the module, or keep it detached from the transform."""
+
 # --- torch.export --------------------------------------------------------------------------------
 
 NEW_NAME_DURING_EXPORT: Final = """\
@@ -188,7 +200,10 @@ FIX_BUFFER: Final = (
     "third-party class: autoreg.register_tensors"
 )
 
-FIX_DECLARE: Final = "annotate `{name}: torch.Tensor` in {cls}, or register_buffer('{name}', ...)"
+FIX_FRAMEWORK: Final = (
+    "kept by the code of a base class without autoreg (nn.Module's rules, row 4): convert it "
+    "where it is used, or assign it from {cls}'s own code"
+)
 
 FIX_NO_SLOT: Final = (
     "'{name}' {where}: rename the attribute, or move the class-level value into __init__"

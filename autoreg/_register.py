@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._audit import candidates, carried_names, check_module, join
+from ._audit import candidates, carried_by_autoreg, check_module, join
 from ._contract import why_no_buffer_slot
 
 __all__ = ["register_tensors"]
@@ -42,13 +42,12 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
     check_module(module, "register_tensors")
     registered: list[str] = []
     for prefix, sub in module.named_modules():
-        carried = carried_names(sub)
         for name, value in candidates(sub):
             if (
                 not isinstance(value, torch.Tensor)
                 or isinstance(value, nn.Parameter)
                 or value.requires_grad
-                or name in carried
+                or carried_by_autoreg(sub, name, value)
                 or why_no_buffer_slot(type(sub), name) is not None
             ):
                 continue

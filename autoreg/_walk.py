@@ -57,41 +57,52 @@ def _iter_leaves(value: object, path: str, kind: type[_Leaf]) -> Iterator[tuple[
     return walk(value, path)
 
 
-def map_tensors(value: _T, convert: Callable[[torch.Tensor], torch.Tensor]) -> _T:
+def map_tensors(
+    value: _T,
+    convert: Callable[[torch.Tensor], torch.Tensor],
+    moved_by_own_to: Callable[[Any], Any] | None = None,
+) -> _T:
     """Replace each tensor nested in ``value`` by ``convert(tensor)``; return the new value.
 
     Lists and dicts are updated in place, so that other references to them see the new tensors;
-    tuples, named tuples included, are rebuilt when an item changed. Each container is visited
-    once, so shared and cyclic structures are safe.
+    tuples are rebuilt when an item changed (named tuples with ``_make``, which bypasses a custom
+    ``__new__``). Each container is visited once, so shared and cyclic structures are safe.
+    Nothing is changed unless every conversion succeeds: an exception from ``convert`` or from
+    rebuilding a tuple leaves ``value`` as it was. ``moved_by_own_to``, if given, converts a tuple
+    that defines its own ``.to()`` (a ``PackedSequence``) as a whole.
     """
-    done: dict[int, Any] = {}
+    new_of: dict[int, Any] = {}  # id(container) -> what it becomes
+    writes: list[tuple[Any, Any, Any]] = []  # (list or dict, key, new item): applied at the end
 
     def walk(item: Any) -> Any:
         if isinstance(item, torch.Tensor):
             return convert(item)
         if not isinstance(item, CONTAINERS):
             return item
-        if id(item) in done:  # shared, or a cycle: visited once
-            return done[id(item)]
-        done[id(item)] = item
-        if isinstance(item, dict):
-            for key, child in item.items():
+        if id(item) in new_of:  # shared, or a cycle: visited once
+            return new_of[id(item)]
+        new_of[id(item)] = item
+        if isinstance(item, (list, dict)):
+            entries = list(item.items() if isinstance(item, dict) else enumerate(item))
+            for key, child in entries:
                 new = walk(child)
                 if new is not child:
-                    item[key] = new
+                    writes.append((item, key, new))
             return item
-        if isinstance(item, list):
-            for index, child in enumerate(item):
-                new = walk(child)
-                if new is not child:
-                    item[index] = new
-            return item
+        if moved_by_own_to is not None and callable(getattr(item, "to", None)):
+            new_of[id(item)] = moved = moved_by_own_to(item)
+            return moved
         items = [walk(child) for child in item]
         if all(new is old for new, old in zip(items, item, strict=True)):
             return item
-        rebuilt = type(item)(*items) if hasattr(item, "_fields") else type(item)(items)
-        done[id(item)] = rebuilt
+        if hasattr(item, "_make"):
+            rebuilt = item._make(items)
+        else:
+            rebuilt = tuple(items) if type(item) is tuple else type(item)(items)
+        new_of[id(item)] = rebuilt
         return rebuilt
 
     result: _T = walk(value)
+    for container, key, new in writes:
+        container[key] = new
     return result

@@ -271,6 +271,23 @@ class Carrier(autoreg.Module):
         return self.state
 
 
+# --- a recurrent state and activations kept in plain attributes: left behind by .to() ------------
+
+
+class Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(DIM, DIM)
+        self.h: torch.Tensor | None = None
+        self.activations: list[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.h if self.h is not None else x.new_zeros(x.shape)
+        self.h = torch.tanh(self.cell(x) + h)  # stored: kept with its autograd history
+        self.activations.append(self.h.sum(-1))  # stored: put into the list in place
+        return self.h
+
+
 def tokens() -> tuple[torch.Tensor]:
     return (torch.randint(0, VOCAB, (2, 5), generator=torch.Generator().manual_seed(0)),)
 

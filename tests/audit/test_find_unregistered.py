@@ -18,6 +18,7 @@ from torch.nn.utils import prune
 import autoreg
 from autoreg import NotAModuleError
 from autoreg._walk import iter_modules, iter_tensors
+from tests.support import role
 
 
 class Box(nn.Module):
@@ -207,11 +208,11 @@ def test_an_autoreg_modules_buffers_carried_tensors_and_containers_are_not_findi
     model = Model()
     model.cache = torch.zeros(3)  # carried: a runtime tensor
     model.history = (torch.zeros(1),)
-    assert model.__dict__["_autoreg_owned"] == {
-        "mask": "buffer",
-        "table": "container",
+    assert {name: role(model, name) for name in ("mask", "table", "cache", "history")} == {
+        "mask": "non-persistent buffer",
+        "table": "carried",
         "cache": "carried",
-        "history": "container",
+        "history": "carried",
     }
     assert paths(model) == []
 
@@ -337,12 +338,25 @@ def test_a_name_hidden_by_a_class_attribute_gets_a_rename_fix() -> None:
     )
 
 
-def test_an_autoreg_module_gets_an_annotation_fix() -> None:
+def test_a_tensor_stored_around_setattr_on_an_autoreg_module_is_carried() -> None:
     box = AutoBox()
-    box.__dict__["mask"] = torch.ones(1)  # put around __setattr__: not carried
-    [finding] = autoreg.find_unregistered(box)
+    box.__dict__["mask"] = torch.ones(1)  # put around __setattr__: carried all the same
+    assert autoreg.find_unregistered(box) == []
+
+
+def test_a_frameworks_tensor_on_an_autoreg_module_gets_a_framework_fix() -> None:
+    class Framework(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stats = torch.ones(1)  # the framework's own: nn.Module's rules (row 4)
+
+    class Model(autoreg.AutoRegisterMixin, Framework):
+        pass
+
+    [finding] = autoreg.find_unregistered(Model())
     assert (
-        finding.fix == "annotate `mask: torch.Tensor` in AutoBox, or register_buffer('mask', ...)"
+        finding.fix == "kept by the code of a base class without autoreg (nn.Module's rules, row "
+        "4): convert it where it is used, or assign it from Model's own code"
     )
 
 

@@ -2,9 +2,9 @@
 
 A plain ``nn.Module`` that keeps a recurrent state (``self.h = ...``) or a kv-cache (a dict or list
 of tensors) in forward holds, after one call, tensors that ``.to()`` never moves. The finding sits
-at the line of the assignment, names the module's class, its path and the attribute, and says the
-fix: autoreg carries it, or a non-persistent buffer. What an autoreg module carries moves: not a
-finding.
+at the line of the assignment (for a tensor put into a container in place, the line that made
+it), names the module's class, its path and the attribute, and says the fix: autoreg carries it,
+or a non-persistent buffer. What an autoreg module carries moves: not a finding.
 """
 
 from __future__ import annotations
@@ -15,62 +15,36 @@ import torch
 from torch import nn
 
 import autoreg
+from tests.audit.forward_zoo import DIM, Recurrent
 from tests.audit.support import line_of
 
-DIM = 4
+
+def caches_on(base: type[nn.Module]) -> type[nn.Module]:
+    """A module that keeps a kv-cache dict and a list of keys, on ``base``."""
+
+    class Caches(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.k = nn.Linear(DIM, DIM)
+            self.v = nn.Linear(DIM, DIM)
+            self.keys: list[torch.Tensor] = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache = {"k": self.k(x), "v": self.v(x)}
+            self.keys.append(self.k(x))
+            return self.cache["k"] * self.cache["v"] + torch.stack(self.keys).sum(0)
+
+    return Caches
 
 
-class Recurrent(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.cell = nn.Linear(DIM, DIM)
-        self.h: torch.Tensor | None = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.h if self.h is not None else x.new_zeros(x.shape)
-        self.h = torch.tanh(self.cell(x) + h)
-        return self.h
-
-
-class DictCache(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.k = nn.Linear(DIM, DIM)
-        self.v = nn.Linear(DIM, DIM)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.cache = {"k": self.k(x), "v": self.v(x)}
-        return self.cache["k"] * self.cache["v"]
-
-
-class ListCache(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.k = nn.Linear(DIM, DIM)
-        self.keys: list[torch.Tensor] = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.keys.append(self.k(x))
-        return torch.cat(self.keys, dim=0)
-
-
-class Carried(autoreg.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.cell = nn.Linear(DIM, DIM)
-        self.keys: list[torch.Tensor] = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.h = torch.tanh(self.cell(x))  # carried: it moves
-        self.keys.append(self.h)
-        self.cache = {"h": self.h}
-        return self.h
+Caches = caches_on(nn.Module)
+CarriedCaches = caches_on(autoreg.Module)  # migrated: autoreg carries what its forward stores
 
 
 class Stack(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList([Recurrent(), Carried()])
+        self.blocks = nn.ModuleList([Recurrent(), CarriedCaches()])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
@@ -78,70 +52,74 @@ class Stack(nn.Module):
         return x
 
 
+def stored(model: nn.Module) -> list[autoreg.ForwardFinding]:
+    return autoreg.audit_forward(model, torch.ones(2, DIM), low_precision=None)
+
+
 def test_state_stored_in_forward_is_reported_at_the_assignment_with_its_fix() -> None:
-    [finding] = autoreg.audit_forward(Recurrent(), torch.ones(2, DIM), low_precision=None)
+    h, activations = stored(Recurrent())
     line = line_of(Recurrent, "self.h = torch.tanh(")
-    assert (finding.kind, finding.lineno, finding.source) == (
+    assert (h.kind, h.lineno, h.source) == (
         "stored",
         line,
-        "self.h = torch.tanh(self.cell(x) + h)",
+        "self.h = torch.tanh(self.cell(x) + h)  # stored: kept with its autograd history",
     )
-    assert (finding.class_name, finding.attribute, finding.module_path) == ("Recurrent", "h", "")
-    assert finding.filename == inspect.getsourcefile(Recurrent)
-    assert finding.tensor == "float32[2, 4] meta"
-    assert finding.fix == (
+    assert (h.class_name, h.attribute, h.module_path, h.mode) == ("Recurrent", "h", "", "train")
+    assert h.filename == inspect.getsourcefile(Recurrent)
+    assert h.tensor == f"float32[2, {DIM}] meta"
+    assert h.fix == (
         "state forward stores where .to() leaves it: subclass autoreg.Module (it carries it), or "
         "in __init__: self.register_buffer('h', None, persistent=False)"
     )
-    assert (finding.op, finding.op_filename, finding.op_lineno, finding.entered) == (
-        "",
-        "",
-        0,
-        False,
+    assert (h.op, h.op_filename, h.op_lineno) == ("", "", 0)
+    assert not h.entered
+    assert h.as_dict()["kind"] == "stored"
+    assert h.as_dict()["attribute"] == "h"
+    assert str(h) == (
+        f"{h.where}: stored float32[2, {DIM}] meta in Recurrent.h: {h.source}\n    fix: {h.fix}"
     )
-    assert finding.as_dict()["kind"] == "stored"
-    assert finding.as_dict()["attribute"] == "h"
-    assert str(finding) == (
-        f"{finding.where}: stored float32[2, 4] meta in Recurrent.h: {finding.source}\n"
-        f"    fix: {finding.fix}"
+    assert (activations.attribute, activations.lineno) == (
+        "activations",
+        line_of(Recurrent, "self.activations.append("),
     )
 
 
-def test_a_kv_cache_dict_assigned_in_forward_is_one_finding_at_its_assignment() -> None:
-    findings = autoreg.audit_forward(DictCache(), torch.ones(2, DIM))
-    assert [(f.kind, f.attribute, f.lineno) for f in findings] == [
-        ("stored", "cache", line_of(DictCache, "self.cache = {"))
-    ]
-    assert findings[0].fix == (
+def test_a_kv_cache_is_reported_at_its_assignment_or_at_the_line_that_made_its_entry() -> None:
+    keys, cache = stored(Caches())  # in the order of the module's attributes
+    assert (cache.kind, cache.attribute, cache.lineno) == (
+        "stored",
+        "cache",
+        line_of(Caches, "self.cache = {"),
+    )
+    assert cache.fix == (
         "a dict of tensors forward stores where .to() leaves them: subclass autoreg.Module (it "
         "carries the dict), or one non-persistent buffer per tensor"
     )
-
-
-def test_a_tensor_appended_to_a_list_in_place_is_reported_at_the_line_that_made_it() -> None:
-    findings = autoreg.audit_forward(ListCache(), torch.ones(2, DIM))
-    assert [(f.kind, f.attribute, f.lineno) for f in findings] == [
-        ("stored", "keys", line_of(ListCache, "self.keys.append(self.k(x))"))
-    ]
-    assert "a list of tensors" in findings[0].fix
+    assert (keys.kind, keys.attribute, keys.lineno) == (
+        "stored",
+        "keys",
+        line_of(Caches, "self.keys.append(self.k(x))"),
+    )
+    assert "a list of tensors" in keys.fix
 
 
 def test_what_an_autoreg_module_carries_is_not_a_finding() -> None:
-    assert autoreg.audit_forward(Carried(), torch.ones(2, DIM)) == []
+    assert stored(CarriedCaches()) == []
 
 
 def test_a_store_in_a_submodule_names_its_class_and_path() -> None:
-    findings = autoreg.audit_forward(Stack(), torch.ones(2, DIM))
-    assert [(f.kind, f.class_name, f.module_path, f.attribute) for f in findings] == [
-        ("stored", "Recurrent", "blocks.0", "h")
+    assert [(f.kind, f.class_name, f.module_path, f.attribute) for f in stored(Stack())] == [
+        ("stored", "Recurrent", "blocks.0", "h"),
+        ("stored", "Recurrent", "blocks.0", "activations"),
     ]
 
 
 def test_the_model_given_stores_nothing_and_keeps_its_classes() -> None:
     model = Stack()
     classes = [type(m) for m in model.modules()]
-    autoreg.audit_forward(model, torch.ones(2, DIM))
+    stored(model)
     assert [type(m) for m in model.modules()] == classes
     assert model.blocks[0].h is None
-    assert "h" not in vars(model.blocks[1])
+    assert model.blocks[0].activations == []
+    assert "cache" not in vars(model.blocks[1])
     assert model.blocks[1].keys == []

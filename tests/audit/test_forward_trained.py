@@ -16,22 +16,8 @@ from torch import nn
 
 import autoreg
 from autoreg import ForwardAuditError
-
-DIM = 4
-
-
-class Recurrent(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.cell = nn.Linear(DIM, DIM)
-        self.h: torch.Tensor | None = None
-        self.activations: list[torch.Tensor] = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.h if self.h is not None else x.new_zeros(x.shape)
-        self.h = torch.tanh(self.cell(x) + h)  # keeps its autograd history
-        self.activations.append(self.h.sum(-1))  # another, with its history too
-        return self.h
+from tests.audit import forward_zoo
+from tests.audit.forward_zoo import DIM, Recurrent
 
 
 def trained() -> Recurrent:
@@ -59,19 +45,8 @@ def test_a_state_with_autograd_history_is_copied_as_a_detached_value() -> None:
     assert model.activations == activations
 
 
-def test_the_same_model_written_with_autoreg_is_clean_after_training() -> None:
-    class Carried(autoreg.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.cell = nn.Linear(DIM, DIM)
-            self.h: torch.Tensor | None = None
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            h = self.h if self.h is not None else x.new_zeros(x.shape)
-            self.h = torch.tanh(self.cell(x) + h).detach()
-            return self.h
-
-    model = Carried()
+def test_a_model_written_with_autoreg_is_clean_after_training() -> None:
+    model = forward_zoo.Carrier()
     model(torch.ones(2, DIM))
     assert autoreg.audit_forward(model, torch.ones(2, DIM)) == []
 

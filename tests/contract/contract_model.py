@@ -26,7 +26,9 @@ import torch
 UNDECLARED = ("a", "b")
 DECLARED = {"p": True, "n": False, "t": None}  # persistence; None follows the class keyword
 PLAIN = "pl"  # annotated autoreg.Plain
-PROPERTY = "prop"  # a property whose setter stores the value (in __dict__["_prop"])
+# A property whose setter stores the value in __dict__["_prop"], around __setattr__: what it
+# holds is carried as any value there is (rows 8 and 11), unless it is a weight.
+PROPERTY = "prop"
 CLASS_ATTRIBUTES = (PROPERTY, "meth", "default")  # a property, a method, a class-level default
 NO_SLOT = (*CLASS_ATTRIBUTES, "x.y")  # names that cannot hold a buffer
 NAMES = (*UNDECLARED, *DECLARED, PLAIN, *NO_SLOT)
@@ -43,10 +45,16 @@ MODULE = ("module",)
 
 @dataclass(frozen=True)
 class T:
-    """A tensor that is not the module's own."""
+    """A tensor that is not the module's own; ``grad`` and ``leaf``: a weight (a leaf that
+    requires grad) or an autograd result (a non-leaf that does)."""
 
     dtype: torch.dtype
     grad: bool = False
+    leaf: bool = True
+
+    @property
+    def weight(self) -> bool:
+        return self.grad and self.leaf
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ DESCRIPTIONS: dict[str, Any] = {
     "float": F32,
     "long": I64,
     "grad_leaf": T(torch.float32, grad=True),
-    "grad_result": T(torch.float32, grad=True),
+    "grad_result": T(torch.float32, grad=True, leaf=False),
     "param": T(torch.float32, grad=True),
     "buffer_persistent": F32,
     "buffer_non_persistent": F32,
@@ -114,8 +122,8 @@ def rebuild(value: Any, convert: Any) -> Any:
 
 
 def loose(value: Any) -> int:
-    """How many tensors of a container only autoreg would move: neither own nor requiring grad."""
-    return sum(isinstance(t, T) and not t.grad for _, t in tensors(value))
+    """How many tensors of a container only autoreg would move: neither own nor weights."""
+    return sum(isinstance(t, T) and not t.weight for _, t in tensors(value))
 
 
 @dataclass(frozen=True)
@@ -197,20 +205,37 @@ class Reference:
         """``.to(dtype)``: parameters, buffers and carried tensors convert; plain ones stay."""
         old = self.state["fixed"].value.dtype
 
-        def registered(t: T | Own) -> T | Own:  # nn.Module converts every floating tensor
+        def parameter(t: T | Own) -> T | Own:  # nn.Module converts every floating tensor
             return replace(t, dtype=dtype) if isinstance(t, T) and t.dtype.is_floating_point else t
 
-        def carried(t: T | Own) -> T | Own:  # ... autoreg those that do not require grad
-            return t if isinstance(t, T) and t.grad else registered(t)
+        def registered(t: T | Own) -> T | Own:  # ... a buffer's with autograd on: a copy of a
+            new = parameter(t)  # tensor that requires grad is an autograd result
+            return replace(new, leaf=False) if isinstance(t, T) and t.grad and new != t else new
+
+        def carried(t: T | Own) -> T | Own:  # ... and autoreg all but weights (row 6)
+            return t if isinstance(t, T) and t.weight else registered(t)
 
         def plain(t: T | Own) -> T | Own:  # a plain container keeps the buffer it was given
             return T(old) if t == Own("fixed") and old != dtype else t
 
-        convert = {"param": registered, "buffer": registered, "carried": carried}
+        convert = {"param": parameter, "buffer": registered, "carried": carried}
         for name, entry in self.state.items():
             rule = convert.get(entry.role, plain if entry.role == "plain" else None)
             if rule is not None:
                 self.state[name] = replace(entry, value=rebuild(entry.value, rule))
+
+    def pickled(self) -> None:
+        """A pickle round trip: torch restores an autograd result as a leaf (it keeps
+        requires_grad): from then on it is a weight, which ``.to()`` leaves (row 6)."""
+
+        def leaf(t: T | Own) -> T | Own:
+            return replace(t, leaf=True) if isinstance(t, T) else t
+
+        for name, entry in self.state.items():
+            value = rebuild(entry.value, leaf)
+            weight = isinstance(value, T) and value.weight
+            role = "plain" if entry.role == "carried" and weight else entry.role
+            self.state[name] = replace(entry, role=role, value=value)
 
     # --- observables ----------------------------------------------------------------------------
 
@@ -227,7 +252,7 @@ class Reference:
                 found |= {
                     (name, path)
                     for path, t in tensors(entry.value)
-                    if isinstance(t, T) and not t.grad
+                    if isinstance(t, T) and not t.weight
                 }
         return found
 
@@ -290,16 +315,23 @@ class Reference:
             return None
         if not current.auto:
             return "TypeError"  # nn.Module: "cannot assign 'int' as buffer"
-        # Row 2: a non-tensor (a container too) for a buffer autoreg registered: a plain
-        # attribute, and autoreg forgets the name.
-        self.state[name] = Entry("plain", value)
+        # Row 2: a non-tensor (a container too) for a buffer autoreg registered under an
+        # undeclared name: the buffer is unregistered, and the value assigned afresh.
+        del self.state[name]
+        if kind in CONTAINERS:
+            self._container(name, value)
+        else:
+            self.state[name] = Entry("plain", value)  # row 12
         return None
 
     def _container(self, name: str, value: Any) -> None:
         """Row 8: a list, tuple or dict is carried; strict refuses one holding tensors that
         nothing registers (rows 5 and 7 first: ``Plain``, and a property's setter)."""
-        if name in (PLAIN, PROPERTY):
-            self.state[name] = Entry("plain", value)  # row 5; row 7: the property's setter runs
+        if name == PLAIN:
+            self.state[name] = Entry("plain", value)  # row 5
+            return
+        if name == PROPERTY:  # row 7: the property's setter runs, and stores it in _prop
+            self.state[name] = Entry("carried", value, container=True)
             return
         count = loose(value)
         if count and self.cls.mode != "register":
@@ -310,13 +342,10 @@ class Reference:
         self, name: str, value: T, kind: str, current: Entry | None, constructing: bool
     ) -> None:
         """A plain tensor for a name that holds no parameter, buffer or submodule."""
-        steady = current is not None and current.role == "carried" and not current.container
-        if current is not None and steady and not value.grad:
-            self.state[name] = replace(current, value=value)
-            return  # row 11, the steady state: runtime state updated, no check, no warning
-        if name == PLAIN or value.grad:
-            # Rows 5 and 6: a plain attribute; a leaf is probably meant as a Parameter.
-            if name != PLAIN and kind == "grad_leaf":
+        if name == PLAIN or value.weight:
+            # Rows 5 and 6: a plain attribute; a leaf built in __init__ is probably meant as a
+            # Parameter.
+            if name != PLAIN and constructing:
                 self._enforce("grad", name, ("grad",), warn_always=True)
             self.state[name] = Entry("plain", value)
             return
@@ -325,15 +354,18 @@ class Reference:
             # modes leave a property alone: its setter decides.
             if name != PROPERTY:
                 self._enforce("slot", name, ("slot",))
-            self.state[name] = Entry("plain", value)
+                self.state[name] = Entry("plain", value)
+            else:  # its setter stores it in _prop
+                self.state[name] = Entry("carried" if not value.weight else "plain", value)
             return
-        register = name in DECLARED or constructing  # rows 9 and 10; else row 11
+        # Rows 9 and 10 register, row 11 carries; an autograd result built in __init__ too.
+        register = name in DECLARED or (constructing and not value.grad)
         persistent = self._persistence(name)
         if name not in DECLARED:
             how = "persistent" if persistent else "non-persistent"
             self._enforce("undeclared", name, ("register", how) if register else ("carry",))
         if register:
-            self.state[name] = Entry("buffer", value, persistent, auto=True)
+            self.state[name] = Entry("buffer", value, persistent, auto=name not in DECLARED)
         else:
             self.state[name] = Entry("carried", value)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -14,6 +17,11 @@ import autoreg
 
 def buffers(module: nn.Module) -> dict[str, torch.Tensor]:
     return dict(module.named_buffers(recurse=False))
+
+
+def persistence(module: nn.Module) -> dict[str, bool]:
+    """``{name: persistent}`` for the module's own buffers."""
+    return {name: name not in module._non_persistent_buffers_set for name in module._buffers}
 
 
 def test_a_tensor_assigned_in_init_is_a_non_persistent_buffer() -> None:
@@ -208,3 +216,112 @@ def test_the_next_instance_registers_as_the_first_did() -> None:
         assert "table" in module._buffers
         assert "table" not in vars(module)
         assert torch.equal(module.table, torch.ones(2))
+
+
+# --- property 5: construction is construction, whatever defines __init__ -----------------------
+
+
+def test_property_5_a_dataclass_post_init_is_construction() -> None:
+    """``@dataclass`` adds __init__ after the class statement; it calls __post_init__, where a
+    module dataclass builds its state. Tensors assigned there are buffers, as in __init__."""
+
+    @dataclasses.dataclass(eq=False)
+    class Config(autoreg.Module, persistent=True):
+        width: int
+
+        def __post_init__(self) -> None:
+            super().__init__()
+            self.table = torch.arange(float(self.width))
+
+    module = Config(3)
+    assert persistence(module) == {"table": True}
+    assert module.state_dict().keys() == {"table"}
+    module.later = torch.zeros(1)  # construction is over: carried, never a buffer
+    assert "later" not in module._buffers
+
+
+def test_property_5_a_tensor_dataclass_field_is_a_buffer() -> None:
+    """Assigned by the __init__ dataclass adds, before nn.Module.__init__ ran: construction too."""
+
+    @dataclasses.dataclass(eq=False)
+    class Holder(autoreg.Module):
+        mask: torch.Tensor
+
+        def __post_init__(self) -> None:
+            super().__init__()
+
+    module = Holder(torch.ones(2))
+    assert persistence(module) == {"mask": False}
+
+
+def test_property_5_a_partialmethod_init_constructs() -> None:
+    class Sized(autoreg.Module):
+        def _build(self, width: int) -> None:
+            super().__init__()
+            self.table = torch.zeros(width)
+
+        __init__ = functools.partialmethod(_build, width=3)
+
+    module = Sized()
+    assert persistence(module) == {"table": False}
+    assert module.table.shape == (3,)
+
+
+@pytest.mark.parametrize("method", ["configure_model", "reset_buffers"])
+def test_property_5_framework_and_autoreg_construction_hooks_construct(method: str) -> None:
+    """Lightning builds layers in configure_model(); autoreg's reset_buffers() convention
+    recomputes derived buffers: what they assign is a buffer, as in __init__."""
+
+    def hook(self: nn.Module) -> None:
+        self.built = torch.ones(2)
+
+    cls = type("Hooked", (autoreg.Module,), {method: hook, "__module__": __name__}, persistent=True)
+    module = cls()
+    getattr(module, method)()  # called after __init__, as Lightning and autoreg call them
+    assert persistence(module) == {"built": True}
+    assert module.state_dict().keys() == {"built"}
+
+
+@pytest.mark.parametrize(
+    "first",
+    [lambda w: w.data, lambda w: w * 2],
+    ids=["an alias of a weight", "an autograd result"],
+)
+def test_a_fresh_tensor_assigned_later_in_init_is_a_buffer(
+    first: Callable[[nn.Parameter], torch.Tensor],
+) -> None:
+    """Row 10 decides each assignment afresh, whatever the name held before in __init__ (an
+    alias of a weight, once carried; an autograd result, carried): a fresh tensor is a buffer,
+    and with persistent=True in state_dict."""
+
+    class Rebuilt(autoreg.Module, persistent=True):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(2))
+            self.view = first(self.weight)
+            self.view = torch.zeros(2)
+
+    module = Rebuilt()
+    assert module.state_dict().keys() == {"weight", "view"}
+    assert "view" not in vars(module)
+
+
+def test_a_register_buffer_override_put_on_a_class_after_its_first_instance_is_called() -> None:
+    calls: list[str] = []
+
+    class Late(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.zeros(1)
+
+    Late()
+
+    def register_buffer(
+        self: nn.Module, name: str, tensor: torch.Tensor | None, persistent: bool = True
+    ) -> None:
+        calls.append(name)
+        nn.Module.register_buffer(self, name, tensor, persistent)
+
+    Late.register_buffer = register_buffer  # type: ignore[method-assign]
+    Late()
+    assert calls == ["table"]

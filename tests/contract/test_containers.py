@@ -19,6 +19,7 @@ from torch import nn
 
 import autoreg
 from autoreg._walk import iter_tensors
+from tests.support import role
 
 
 class Pair(NamedTuple):
@@ -167,21 +168,22 @@ def test_the_same_tensor_in_two_containers_is_converted_once() -> None:
     assert model.items[0].dtype == torch.float64
 
 
-def test_tensors_that_require_grad_stay_where_they_are() -> None:
+def test_weights_stay_where_they_are_autograd_results_move() -> None:
+    """Row 6 inside a container: a leaf that requires grad is a weight, not autoreg's to move;
+    an autograd result is runtime state and moves (as it would in a buffer)."""
     weight = torch.ones(2, requires_grad=True)
     activation = weight * 2
     model = Holder([weight, activation, torch.ones(1)])
     model.to(torch.float64)
     assert model.items[0] is weight
-    assert model.items[1] is activation
-    assert model.items[2].dtype == torch.float64
-    assert [f.path for f in autoreg.find_unregistered(model)] == ["items[0]", "items[1]"]
+    assert model.items[1].dtype == model.items[2].dtype == torch.float64
+    assert [f.path for f in autoreg.find_unregistered(model)] == ["items[0]"]
 
 
 def test_containers_are_not_module_state() -> None:
     model = Registry()
     assert list(model.state_dict()) == ["linear.weight", "linear.bias"]
-    assert model.__dict__["_autoreg_owned"]["items"] == "container"
+    assert role(model, "items") == "carried"
 
 
 @pytest.mark.parametrize(
@@ -207,6 +209,6 @@ def test_deepcopy_and_pickle_keep_containers_carried_and_linked(
 def test_a_container_reassigned_to_a_non_container_is_forgotten() -> None:
     model = Holder([torch.ones(1)])
     model.items = "plain"
-    assert "items" not in model.__dict__["_autoreg_owned"]
+    assert role(model, "items") == "plain"
     model.to(torch.float64)
     assert model.items == "plain"

@@ -10,6 +10,7 @@ from torch import nn
 
 import autoreg
 from tests.contract.annotated_models import Eager
+from tests.support import role
 
 if TYPE_CHECKING:
     from collections import OrderedDict as OnlyForTypeCheckers
@@ -42,13 +43,6 @@ ROLES = {
     "forward_ref": "persistent buffer",
     "later": "persistent buffer",
 }
-
-
-def role(module: nn.Module, name: str) -> str:
-    if name in module._buffers:
-        persistent = name not in module._non_persistent_buffers_set
-        return "persistent buffer" if persistent else "non-persistent buffer"
-    return "carried" if name in vars(module).get("_autoreg_owned", {}) else "plain"
 
 
 @pytest.mark.parametrize("cls", CLASSES)

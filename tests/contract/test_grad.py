@@ -1,4 +1,5 @@
-"""Row 6: tensors that require grad are neither registered nor carried."""
+"""Row 6: a leaf tensor that requires grad (a weight) is neither registered nor carried; an autograd
+result (a non-leaf) is runtime state like any tensor, and moves (rows 10 and 11)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch.nn.utils.prune
 from torch import nn
 
 import autoreg
+from tests.support import role
 
 
 class Holder(autoreg.Module):
@@ -17,13 +19,62 @@ class Holder(autoreg.Module):
             self.held = value
 
 
-def test_an_autograd_result_is_a_plain_attribute_without_warning() -> None:
+def test_an_autograd_result_built_in_init_is_carried_never_a_buffer() -> None:
+    """Row 10: a buffer with grad history would break state_dict; carried, it still moves."""
     weight = torch.ones(2, requires_grad=True)
-    module = Holder(weight * 2)  # what prune, weight_norm or a stored activation write
-    assert "held" in vars(module)
+    module = Holder(weight * 2)  # a stored activation, a tensor derived from a weight
     assert dict(module.named_buffers()) == {}
+    assert role(module, "held") == "carried"
     module.double()
-    assert module.held.dtype == torch.float32  # as in nn.Module: not autoreg's to move
+    assert module.held.dtype == torch.float64
+
+
+def test_recurrent_state_computed_with_grad_moves_like_a_buffer() -> None:
+    """Row 11: ``self.h = self.cell(x, self.h)`` in a training forward stores a non-leaf tensor
+    that requires grad; after .double() the next forward runs, as with a hand-registered buffer
+    (it failed with "mat1 and mat2 must have the same dtype" when such state stayed behind)."""
+
+    class Recurrent(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = nn.RNNCell(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.h = self.cell(x, getattr(self, "h", None))
+            return self.h
+
+    class Twin(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = nn.RNNCell(3, 3)
+            self.register_buffer("h", None, persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.h = self.cell(x, self.h)
+            return self.h
+
+    torch.manual_seed(0)
+    ours = Recurrent()
+    torch.manual_seed(0)
+    twin = Twin()
+    x = torch.ones(2, 3)
+    for module in (ours, twin):
+        module(x)
+        assert module.h.requires_grad
+        assert not module.h.is_leaf
+        module.double()
+        assert module.h.dtype == torch.float64
+    assert torch.equal(ours(x.double()), twin(x.double()))
+
+
+def test_warn_mode_says_an_autograd_result_is_carried() -> None:
+    class Loud(autoreg.Module, warn=True):
+        pass
+
+    module = Loud()
+    with pytest.warns(autoreg.AutoRegisterWarning, match=r"was carried as runtime state"):
+        module.h = torch.ones(2, requires_grad=True) * 2
+    assert role(module, "h") == "carried"
 
 
 def test_a_leaf_that_requires_grad_warns_once_and_suggests_a_parameter() -> None:
@@ -37,11 +88,12 @@ def test_a_leaf_that_requires_grad_warns_once_and_suggests_a_parameter() -> None
 
 def test_the_warning_names_class_attribute_and_tensor() -> None:
     class Weighted(autoreg.Module):
-        pass
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.ones(3, requires_grad=True)
 
-    module = Weighted()
     with pytest.warns(autoreg.AutoRegisterWarning) as record:
-        module.scale = torch.ones(3, requires_grad=True)
+        Weighted()
     message = str(record[0].message)
     assert message.startswith(
         "Weighted.scale = Tensor(shape=(3,), dtype=torch.float32, device='cpu', "
@@ -50,16 +102,24 @@ def test_the_warning_names_class_attribute_and_tensor() -> None:
     assert record[0].filename == __file__
 
 
-def test_strict_raises_on_a_leaf_that_requires_grad() -> None:
-    class Strict(autoreg.Module, strict=True):
-        pass
+def test_a_leaf_that_requires_grad_at_run_time_is_a_plain_attribute_without_warning() -> None:
+    """Only construction builds weights: at run time a leaf that requires grad (an input kept for
+    attribution, torch.func.functional_call's temporary swap) is nn.Module's plain attribute."""
+    module = Holder()
+    module.saved = torch.ones(3, requires_grad=True)
+    assert role(module, "saved") == "plain"
 
-    module = Strict()
+
+def test_strict_raises_on_a_leaf_that_requires_grad_built_in_init() -> None:
+    class Strict(autoreg.Module, strict=True):
+        def __init__(self, value: torch.Tensor) -> None:
+            super().__init__()
+            self.w = value
+
     with pytest.raises(autoreg.UnregisteredTensorError, match=r"Strict\.w = .* is a leaf tensor"):
-        module.w = torch.ones(1, requires_grad=True)
-    assert not hasattr(module, "w")
-    module.activation = torch.ones(1, requires_grad=True) * 2  # not a leaf: allowed
-    assert "activation" in vars(module)
+        Strict(torch.ones(1, requires_grad=True))
+    with pytest.raises(autoreg.UnregisteredTensorError, match=r"Strict is strict .* 'w' is not"):
+        Strict(torch.ones(1, requires_grad=True) * 2)  # not a leaf: an undeclared tensor
 
 
 def test_plain_silences_the_warning() -> None:
@@ -71,14 +131,13 @@ def test_plain_silences_the_warning() -> None:
     assert "trainable" in vars(module)
 
 
-def test_a_carried_name_that_receives_a_grad_tensor_is_no_longer_carried() -> None:
+def test_a_carried_name_keeps_moving_whatever_tensor_it_holds() -> None:
     module = autoreg.Module()
     module.state = torch.zeros(2)
-    assert vars(module)["_autoreg_owned"] == {"state": "carried"}
-    module.state = torch.zeros(2, requires_grad=True) * 1
-    assert vars(module)["_autoreg_owned"] == {}
-    module.double()
-    assert module.state.dtype == torch.float32
+    module.state = torch.zeros(2, requires_grad=True) * 1  # an autograd result: still carried
+    assert module.double().state.dtype == torch.float64
+    module.state = torch.zeros(2, requires_grad=True)  # a weight: left where it is
+    assert module.double().state.dtype == torch.float32
 
 
 def test_a_grad_tensor_assigned_to_a_buffer_stays_a_buffer_as_in_nn_module() -> None:

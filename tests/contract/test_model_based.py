@@ -219,7 +219,7 @@ def describe(value: Any, own: dict[int, Own], top: bool = True) -> Any:
     if isinstance(value, torch.Tensor):
         if not top and id(value) in own:
             return own[id(value)]
-        return T(value.dtype, value.requires_grad)
+        return T(value.dtype, value.requires_grad, value.is_leaf)
     if isinstance(value, dict):
         return ("dict", tuple((k, describe(v, own, top=False)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
@@ -392,6 +392,7 @@ class ContractMachine(RuleBasedStateMachine):
             self.module = copy.deepcopy(self.module)
         else:
             self.module = pickle.loads(pickle.dumps(self.module))
+            self.reference.pickled()
 
     @invariant()
     def matches_the_reference(self) -> None:

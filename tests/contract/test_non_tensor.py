@@ -1,4 +1,5 @@
-"""Rows 2 and 12: a name autoreg owns that later receives a non-tensor becomes a plain attribute."""
+"""Rows 2 and 12: a buffer autoreg registered, or a carried name, that later receives a non-tensor
+holds it as a plain attribute."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from torch import nn
 
 import autoreg
+from tests.support import role
 
 
 class Model(autoreg.Module):
@@ -23,7 +25,7 @@ def test_an_auto_buffer_becomes_a_plain_attribute(value: object) -> None:
     assert model.auto == value
     assert "auto" not in model._buffers
     assert "auto" not in model._non_persistent_buffers_set
-    assert "auto" not in vars(model)["_autoreg_owned"]
+    assert role(model, "auto") == "plain"
     model.double()  # nothing stale left to convert
 
 
@@ -32,7 +34,7 @@ def test_a_carried_tensor_becomes_a_plain_attribute() -> None:
     model.state = torch.zeros(1)
     model.state = "reset"
     assert vars(model)["state"] == "reset"
-    assert "state" not in vars(model)["_autoreg_owned"]
+    assert role(model, "state") == "plain"
 
 
 def test_an_explicit_buffer_keeps_nn_modules_type_error() -> None:
@@ -60,7 +62,7 @@ def test_a_tensor_after_the_plain_value_is_carried_again() -> None:
     model = Model()
     model.auto = 3
     model.auto = torch.zeros(2)  # after construction: runtime state now
-    assert vars(model)["_autoreg_owned"]["auto"] == "carried"
+    assert role(model, "auto") == "carried"
     assert model.double().auto.dtype == torch.float64
 
 
@@ -68,7 +70,7 @@ def test_an_nn_buffer_takes_an_auto_buffer_over() -> None:
     """Row 1: an explicit nn.Buffer makes the name nn.Module's: no more row 2 for it."""
     model = Model()
     model.auto = nn.Buffer(torch.ones(2), persistent=True)
-    assert "auto" not in vars(model)["_autoreg_owned"]
+    assert role(model, "auto") == "persistent buffer"
     assert model.state_dict().keys() == {"auto", "explicit"}
     with pytest.raises(TypeError, match=r"cannot assign 'int' as buffer 'auto'"):
         model.auto = 3
@@ -106,4 +108,4 @@ def test_an_nn_buffer_takes_a_carried_name_over() -> None:
     model.state = nn.Buffer(torch.ones(1))
     assert model.state_dict().keys() == {"explicit", "state"}
     assert "state" not in vars(model)
-    assert "state" not in vars(model)["_autoreg_owned"]
+    assert role(model, "state") == "persistent buffer"

@@ -1,4 +1,5 @@
-"""The contract as one decision: ``classify`` names the README row that applies, rows 1 to 12."""
+"""The contract as one decision: ``classify`` names the row of the table that applies, 1 to 12,
+and what an assignment does is the decision ``classify`` makes for its situation (property 1)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import torch
 from torch import nn
 
 import autoreg
-from autoreg._contract import OWNED, classify, is_explicit
-from autoreg._record import CONSTRUCTING, record_of
+from autoreg import _mixin
+from autoreg._contract import classify, situation
+from autoreg._record import record_of
+from autoreg._state import CONSTRUCTING, FRAMEWORK, OWNED
 
 
 class Subject(autoreg.Module):
@@ -22,6 +25,8 @@ class Subject(autoreg.Module):
         super().__init__()
         self.auto = torch.zeros(2)  # an auto-registered buffer
         self.register_buffer("explicit", torch.zeros(2))
+        self.linear = nn.Linear(1, 1)
+        self.weight_orig = nn.Parameter(torch.zeros(1))  # what prune registers for "weight"
 
     @property
     def prop(self) -> int:
@@ -32,14 +37,16 @@ class Subject(autoreg.Module):
         pass
 
 
-def row(name: str, value: Any, *, constructing: bool = False, by_framework: bool = False) -> int:
+def row(name: str, value: Any, *, constructing: bool = False, framework: bool = False) -> int:
     module = Subject()
     d = module.__dict__
     if constructing:
         d[CONSTRUCTING] = True
-    role = d.get(OWNED, {}).get(name)
-    decision = classify(record_of(module), d, name, value, role, is_explicit(value), by_framework)
-    return decision.row
+    if framework:
+        d[OWNED][name] = FRAMEWORK
+    record = record_of(module)
+    role = d[OWNED].get(name)
+    return classify(record, situation(record, d, name, value, role, compiling=False)).row
 
 
 @pytest.mark.parametrize(
@@ -47,21 +54,59 @@ def row(name: str, value: Any, *, constructing: bool = False, by_framework: bool
     [
         (1, "new", nn.Parameter(torch.zeros(1)), {}),
         (1, "auto", nn.Linear(1, 1), {}),
+        (1, "new", nn.Buffer(torch.zeros(1)), {}),
         (2, "auto", 3, {}),
+        (2, "auto", [torch.ones(1)], {}),
         (3, "auto", torch.ones(2), {}),
+        (3, "auto", None, {}),
         (3, "explicit", 3, {}),
-        (4, "new", torch.ones(1), {"by_framework": True}),
+        (3, "linear", None, {}),
+        (4, "new", torch.ones(1), {"framework": True}),
         (5, "plain", torch.ones(1), {}),
         (6, "new", torch.ones(1, requires_grad=True), {}),
+        (6, "weight", torch.ones(1), {}),
         (7, "default", torch.ones(1), {}),
         (7, "prop", torch.ones(1), {}),
+        (7, "training", torch.ones(1), {}),
+        (7, "a.b", torch.ones(1), {}),
         (8, "new", [torch.ones(1)], {}),
+        (8, "default", {"k": torch.ones(1)}, {}),
         (9, "declared", torch.ones(1), {}),
+        (9, "declared", torch.ones(1, requires_grad=True) * 2, {}),
         (10, "new", torch.ones(1), {"constructing": True}),
+        (10, "new", torch.ones(1, requires_grad=True) * 2, {"constructing": True}),
         (11, "new", torch.ones(1), {}),
+        (11, "new", torch.ones(1, requires_grad=True) * 2, {}),
         (12, "new", "text", {}),
+        (12, "new", None, {}),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
 def test_classify_names_the_row(expected: int, name: str, value: Any, keywords: Any) -> None:
     assert row(name, value, **keywords) == expected
+
+
+def test_property_1_every_assignment_carries_out_classifys_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Property 1, one decision: an assignment replays what ``classify`` decides for its
+    situation, made afresh here, whether the class has seen the situation before or not."""
+    seen: list[tuple[Any, Any, Any]] = []
+    execute = _mixin.execute
+
+    def spy(module: nn.Module, record: Any, s: Any, value: Any, decision: Any) -> None:
+        seen.append((record, s, decision))
+        execute(module, record, s, value, decision)
+
+    monkeypatch.setattr(_mixin, "execute", spy)
+    for _ in range(2):  # the second instance replays the first one's decisions
+        module = Subject()
+        module.state = torch.ones(1)
+        module.state = torch.ones(2)
+        module.auto = torch.ones(2)
+        module.count = 1
+        module.count = 2
+        module.auto = "released"
+    assert len(seen) == 2 * 10  # 3 in __init__, 6 here, and row 2 assigns "released" afresh
+    for record, s, decision in seen:
+        assert decision == classify(record, s)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import autoreg
+from tests.support import role
 
 
 def make(**keywords: bool) -> autoreg.Module:
@@ -46,7 +47,7 @@ def test_a_class_level_name_or_module_internal_stays_a_plain_attribute(name: str
     module = make()
     setattr(module, name, torch.ones(1))
     assert name not in module._buffers
-    assert name not in vars(module).get("_autoreg_owned", {})
+    assert role(module, name) == "plain"
 
 
 @pytest.mark.parametrize("name", ["", "a.b"], ids=["empty", "dotted"])

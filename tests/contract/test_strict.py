@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import autoreg
+from tests.support import role
 
 
 class Strict(autoreg.Module, strict=True):
@@ -108,7 +109,17 @@ def test_a_refused_assignment_leaves_the_name_as_it_was() -> None:
     module.empty = []  # a container without tensors: carried, nothing to refuse
     with pytest.raises(autoreg.UnregisteredTensorError, match=r"to Strict\.empty: "):
         module.empty = [torch.zeros(1)]
-    with pytest.raises(autoreg.UnregisteredTensorError, match=r"Strict\.empty = .* is a leaf"):
-        module.empty = torch.zeros(1, requires_grad=True)
+    with pytest.raises(autoreg.UnregisteredTensorError, match=r"Strict is strict .* 'empty'"):
+        module.empty = torch.zeros(1)
     assert module.empty == []
-    assert vars(module)["_autoreg_owned"] == {"declared": "buffer", "empty": "container"}
+    assert role(module, "empty") == "plain"  # nothing in it to move
+
+
+def test_a_non_tensor_for_a_declared_buffer_raises_as_in_nn_module() -> None:
+    """Row 2 releases a buffer autoreg guessed; a declared name is a buffer by the class's own
+    statement, so a string for it raises nn.Module's TypeError (strict mode let it replace the
+    buffer silently)."""
+    module = Strict()
+    with pytest.raises(TypeError, match=r"cannot assign 'str' as buffer 'declared'"):
+        module.declared = "oops"
+    assert "declared" in module._buffers

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from torch import nn
 
-# The instance record autoreg keeps in ``__dict__``: {name: role} for the names it decided about.
-OWNED = "_autoreg_owned"
-CARRYING = frozenset({"carried", "container"})  # the roles whose tensors autoreg's _apply converts
+from tests.support import moves
 
 
 def carried(module: nn.Module, name: str) -> bool:
-    """Whether autoreg carries ``module.name`` (converts it in ``_apply``)."""
-    return vars(module).get(OWNED, {}).get(name) in CARRYING
+    """Whether ``.to()`` converts what ``module.name`` holds, a plain attribute."""
+    return name in vars(module) and moves(module, name)

@@ -4,7 +4,8 @@ transformers 5 builds the model of ``from_pretrained`` on the meta device and lo
 into it: non-persistent buffers computed in ``__init__`` are in no checkpoint and come back as
 uninitialised memory, for nn.Module and autoreg alike. transformers' own fix is to recompute them
 in ``_init_weights`` (``init.copy_``, what the twin does); the autoreg recipe computes them in a
-``reset_buffers()`` method and calls ``autoreg.reset_buffers`` from ``_init_weights``. Both are
+``reset_buffers()`` method and calls ``autoreg.reset_buffers(module, recurse=False)`` from
+``_init_weights`` (``test_transformers_recipe.py`` has the buffers in layers too). Both are
 correct in every dtype; on main, ``from_pretrained(..., dtype=torch.float64)`` gave autoreg a
 float32 ``inv_freq`` next to float64 weights (``reset_buffers`` lost the dtype).
 """
@@ -65,8 +66,7 @@ class AutoTiny(autoreg.AutoRegisterMixin, PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        if module is self:
-            autoreg.reset_buffers(self)  # in the buffers' dtype and on their device
+        autoreg.reset_buffers(module, recurse=False)  # in the buffers' dtype, on their device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         angles = self.positions[:, None] * self.inv_freq

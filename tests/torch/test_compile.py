@@ -321,24 +321,106 @@ def test_inductor_matches_eager() -> None:
     torch.testing.assert_close(updating.running, torch.full((4,), 0.1 * 0.81 + 0.2 * 0.9 + 0.3))
 
 
-def test_a_tensor_first_carried_inside_a_compiled_forward_moves(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Row 11: compiled code cannot keep a weak reference to the module that starts carrying, so
-    it marks carriers as untracked; .to() then looks for them in its tree."""
-    import autoreg._carry
-    import autoreg._mixin
-
-    carriers: dict[int, object] = {}  # as in a process where nothing else carries
-    untracked = [False]
-    for module in (autoreg._carry, autoreg._mixin):
-        monkeypatch.setattr(module, "CARRIERS", carriers)
-        monkeypatch.setattr(module, "UNTRACKED", untracked)
+def test_a_tensor_first_carried_inside_a_compiled_forward_moves() -> None:
+    """Row 11 inside compiled code: what is carried is what the module holds, so a tensor first
+    stored by a compiled forward moves like any other."""
     auto = AutoCache()
-    torch._dynamo.reset()
     torch.compile(auto, backend="eager", fullgraph=True)(torch.ones(2, 3))
-
-    # Traced, the assignment can only mark carrying as untracked (where dynamo runs it eagerly
-    # after all, the module is registered as a carrier): either way, .to() finds the tensor.
-    assert untracked == [True] or id(auto) in carriers
     assert auto.double().cache.dtype == torch.float64
+
+
+# --- property 8: compile counts equal the twin's, whatever is stored before or after -----------
+
+
+class Framework(nn.Module):
+    """A framework base (as LightningModule or Metric are): its own state, set in __init__."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.hook_state = None  # a name the framework creates, later given tensors by it
+
+    def remember(self, value: torch.Tensor) -> None:
+        self.hook_state = value
+
+
+def _recurrent_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.h = self.lin(x).detach()  # runtime state, stored at every call
+    self.remember(self.h * 2)  # the framework's own write
+    return self.h * self.table
+
+
+class AutoRecurrent(autoreg.Module):
+    forward = _recurrent_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.table = torch.ones(3)  # an auto-registered buffer: the instance has autoreg's record
+        self.hook_state = None
+
+    def remember(self, value: torch.Tensor) -> None:
+        self.hook_state = value
+
+
+class AutoOnFramework(autoreg.AutoRegisterMixin, Framework):
+    forward = _recurrent_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.ones(3)
+
+
+class TwinRecurrent(Framework):
+    forward = _recurrent_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.ones(3), persistent=False)
+
+
+@pytest.mark.parametrize("auto_cls", [AutoRecurrent, AutoOnFramework], ids=["module", "mixin"])
+def test_property_8_compile_counts_equal_the_twins_whatever_is_stored(
+    auto_cls: Callable[[], nn.Module],
+) -> None:
+    """A compiled forward that stores runtime state compiles once, as its twin does, also when
+    tensors are stored under new names eagerly afterwards (each once made the module's record
+    change, and every change recompiled, until dynamo gave up after 8). In strict mode the
+    framework's own write inside the compiled forward is the framework's, never refused."""
+
+    def frames(module: nn.Module) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(module, backend=counter, fullgraph=True)
+        x = torch.ones(2, 3)
+        module(x)  # eager first: the state exists before compiling
+        for i in range(12):
+            compiled(x)
+            setattr(module, f"extra{i}", torch.zeros(1))  # stored eagerly after compiling
+        return int(counter.frame_count)
+
+    torch.manual_seed(0)
+    auto = auto_cls()
+    torch.manual_seed(0)
+    twin = TwinRecurrent()
+    assert frames(auto) == frames(twin) == 1
+    assert auto.double().h.dtype == torch.float64
+    # The framework's own state keeps nn.Module's rules (row 4); the model's own moves (row 11).
+    expected = torch.float32 if auto_cls is AutoOnFramework else torch.float64
+    assert auto.hook_state.dtype == expected
+
+
+class StrictOnFramework(autoreg.AutoRegisterMixin, Framework, strict=True):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.remember(self.lin(x))
+        return self.hook_state
+
+
+def test_a_frameworks_own_write_in_a_compiled_forward_is_the_frameworks() -> None:
+    """Row 4: a name the framework's code created (with None) stays the framework's: strict mode
+    never refuses the framework's own tensor written to it inside a compiled forward, and .to()
+    leaves it, as nn.Module does."""
+    module = StrictOnFramework()
+    out = torch.compile(module, backend="eager", fullgraph=True)(torch.ones(2, 3))
+    assert out is module.hook_state
+    assert module.double().hook_state.dtype == torch.float32

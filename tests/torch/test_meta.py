@@ -333,3 +333,47 @@ def test_a_floating_buffer_recomputed_as_an_integer_keeps_the_computed_dtype() -
 
     assert counter.steps.dtype == torch.long
     assert counter._buffers["steps"] is counter.steps
+
+
+class CarriedTables(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.reset_buffers()
+        self.tables = {"sin": torch.zeros(2)}  # assigned after construction below: carried
+
+    def reset_buffers(self) -> None:
+        self.inv_freq = torch.arange(2.0)
+        if "tables" in vars(self):
+            self.tables = {"sin": torch.arange(2.0).sin(), "steps": torch.arange(2)}
+
+
+def test_reset_buffers_keeps_the_dtype_of_carried_values_too() -> None:
+    """After .double(), recomputing gives what building and then calling .double() gives: the
+    carried dict's floating tensors are float64 again, its integer one keeps its dtype."""
+    model = CarriedTables().double()
+    autoreg.reset_buffers(model)
+    assert model.inv_freq.dtype == torch.float64
+    assert model.tables["sin"].dtype == torch.float64
+    assert model.tables["steps"].dtype == torch.int64
+
+
+class Scaled(autoreg.Module):
+    def __init__(self, child: nn.Module | None = None) -> None:
+        super().__init__()
+        self.child = child
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.scale = torch.ones(2)
+
+
+def test_reset_buffers_without_recursion_resets_one_module() -> None:
+    """The call transformers' per-module _init_weights(module) makes."""
+    outer = Scaled(Scaled())
+    with torch.no_grad():
+        outer.scale.fill_(-1.0)
+        outer.child.scale.fill_(-1.0)
+    assert autoreg.reset_buffers(outer, recurse=False) == [""]
+    assert torch.equal(outer.scale, torch.ones(2))
+    assert torch.equal(outer.child.scale, torch.full((2,), -1.0))  # left alone

@@ -217,7 +217,9 @@ def test_twin_state_dict_loads_into_autoreg_module_and_back() -> None:
     _assert_bit_exact(back.state_dict(), twin.state_dict())
 
 
-# --- a pickle of an autoreg instance is never taken for one made before the class used autoreg
+# --- copies carry what the original carries, and share nothing of autoreg's -------------------
+
+
 class Raw(autoreg.Module):
     """Stores a tensor around __setattr__ (a property setter or a __dict__ write does that)."""
 
@@ -228,11 +230,53 @@ class Raw(autoreg.Module):
 
 @pytest.mark.parametrize(
     "clone",
-    [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
-    ids=["deepcopy", "pickle"],
+    [copy.copy, copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
+    ids=["copy", "deepcopy", "pickle"],
 )
-def test_a_copy_moves_what_the_original_moves(clone: object) -> None:
+def test_a_copy_moves_what_the_original_moves(clone: Callable[[nn.Module], nn.Module]) -> None:
+    """Carried is what the instance holds, not a record: a tensor stored around __setattr__ moves
+    as an assigned one does, on the original and on every copy."""
     original = Raw()
-    copied = clone(original)  # type: ignore[operator]
-    assert original.double().raw.dtype == torch.float32  # not autoreg's: stays, as in nn.Module
-    assert copied.double().raw.dtype == torch.float32
+    copied = clone(original)
+    assert original.double().raw.dtype == torch.float64
+    assert copied.double().raw.dtype == torch.float64
+
+
+class Recurrent(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.table = torch.ones(2)  # an auto-registered buffer: autoreg keeps a role for it
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.h = self.lin(x).detach()
+        return self.h
+
+
+def test_a_shallow_copy_shares_nothing_of_autoregs() -> None:
+    """``copy.copy`` shares nn.Module's registries, as for any module, but not autoreg's record:
+    what one of the two forgets, the other still holds and moves."""
+    original = Recurrent()
+    original(torch.ones(1, 2))
+    shallow = copy.copy(original)
+    shallow.h = None
+    assert vars(original)["_autoreg_owned"] is not vars(shallow)["_autoreg_owned"]
+    original.double()
+    assert original.h.dtype == torch.float64
+    assert shallow.h is None
+
+
+def test_a_copy_made_during_construction_is_not_constructing() -> None:
+    """A copy made inside __init__ is built already: tensors assigned to it later are runtime
+    state (carried), never buffers."""
+
+    class Snapshotting(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(2)
+            self.snapshot = copy.deepcopy(self)  # a module: a submodule of the original
+
+    snapshot = Snapshotting().snapshot
+    snapshot.later = torch.zeros(1)
+    assert "later" not in snapshot._buffers
+    assert snapshot.double().later.dtype == torch.float64

@@ -44,29 +44,36 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from ._carry import carried_values
+from ._walk import iter_tensors, map_tensors
+
 __all__ = ["reset_buffers"]
 
 
-def reset_buffers(module: nn.Module) -> list[str]:
+def reset_buffers(module: nn.Module, *, recurse: bool = True) -> list[str]:
     """Call ``reset_buffers()`` on each module of ``module``'s tree that defines it; return names.
 
-    Modules are visited in ``module.named_modules()`` order (a module before its children, a shared
-    module once), and the names returned are those of ``named_modules()`` (``""`` for ``module``
-    itself). Each call runs under ``torch.no_grad()`` (derived constants track no gradient) and
-    under ``torch.device(d)``: ``d`` is the device of the module's first parameter or buffer that
-    is not on the meta device, else of its submodules', else its nearest ancestor's device. Meta
+    ``recurse=False`` resets ``module`` alone: the call to make from a framework's per-module
+    initialisation hook (transformers' ``_init_weights(module)``). Modules are visited in
+    ``module.named_modules()`` order (a module before its children, a shared module once), and
+    the names returned are those of ``named_modules()`` (``""`` for ``module`` itself). Each
+    call runs under ``torch.no_grad()`` (derived constants track no gradient) and under
+    ``torch.device(d)``: ``d`` is the device of the module's first parameter or buffer that is
+    not on the meta device, else of its submodules', else its nearest ancestor's device. Meta
     tensors are placeholders - after ``load_state_dict(..., assign=True)`` the non-persistent
     buffers are still on meta - so ``d`` is ``meta`` only for a module whose tensors all are.
-    Afterwards each floating buffer of the module gets back the floating dtype it had before the
-    call, and each buffer that was not on meta the device it was on (see the module docstring).
+    Afterwards each floating buffer of the module, and each floating tensor it carries, gets
+    back the floating dtype it had before the call, and each that was not on meta the device it
+    was on (see the module docstring).
     """
     reset: list[str] = []
     devices: dict[str, torch.device | None] = {}
-    for name, submodule in module.named_modules():
+    for name, submodule in module.named_modules() if recurse else [("", module)]:
         device = _materialised_device(submodule)
         if device is None and name:
             device = devices.get(name.rpartition(".")[0])
@@ -77,34 +84,62 @@ def reset_buffers(module: nn.Module) -> list[str]:
         if not callable(method):
             continue
         placement = torch.device(device) if device is not None else contextlib.nullcontext()
-        before = {
-            key: (buffer.dtype, buffer.device)
-            for key, buffer in submodule._buffers.items()
-            if buffer is not None
-        }
+        before = _placements(submodule)
         with torch.no_grad(), placement:
             method()
-            _restore_placement(submodule, before)
+            _restore_placements(submodule, before)
         reset.append(name)
     return reset
 
 
-def _restore_placement(
-    module: nn.Module, before: dict[str, tuple[torch.dtype, torch.device]]
-) -> None:
-    """Give each recomputed buffer of ``module`` the floating dtype and the device it had."""
-    for key, buffer in list(module._buffers.items()):
-        if buffer is None or key not in before:
+_Placements = dict[str, dict[str, tuple[torch.dtype, torch.device]]]
+
+
+def _placements(module: nn.Module) -> _Placements:
+    """``{name: {path: (dtype, device)}}`` for the buffers and carried values of ``module``."""
+    return {
+        name: {path: (t.dtype, t.device) for path, t in iter_tensors(value)}
+        for name, value in _held(module).items()
+    }
+
+
+def _restore_placements(module: nn.Module, before: _Placements) -> None:
+    """Give each recomputed buffer and carried tensor of ``module`` the floating dtype and the
+    device it had."""
+    now = {name: dict(iter_tensors(value)) for name, value in _held(module).items()}
+    for name, tensors in now.items():
+        if name not in before:
             continue
-        dtype, device = before[key]
-        if not (dtype.is_floating_point and buffer.dtype.is_floating_point):
-            dtype = buffer.dtype
-        if device.type == "meta":  # a placeholder: the method chose where the value lives
-            device = buffer.device
-        if buffer.dtype != dtype or buffer.device != device:
-            # Through __setattr__, as the method assigned it: the buffer keeps its persistence,
-            # and a module whose own __setattr__ watches buffers sees the new value.
-            setattr(module, key, buffer.to(device=device, dtype=dtype))
+        restored = {
+            id(t): moved
+            for path, t in tensors.items()
+            if path in before[name] and (moved := _restored(t, *before[name][path])) is not t
+        }
+        if restored:
+            # Through __setattr__, as the method assigned it: a buffer keeps its persistence,
+            # and a module whose own __setattr__ watches its attributes sees the new value.
+            setattr(module, name, map_tensors(_held(module)[name], _replacing(restored)))
+
+
+def _replacing(restored: dict[int, torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda tensor: restored.get(id(tensor), tensor)
+
+
+def _held(module: nn.Module) -> dict[str, object]:
+    held: dict[str, object] = {k: b for k, b in module._buffers.items() if b is not None}
+    if getattr(type(module), "__autoreg__", None) is not None:
+        held.update(carried_values(module))
+    return held
+
+
+def _restored(tensor: torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    if not (dtype.is_floating_point and tensor.dtype.is_floating_point):
+        dtype = tensor.dtype
+    if device.type == "meta":  # a placeholder: the method chose where the value lives
+        device = tensor.device
+    if tensor.dtype == dtype and tensor.device == device:
+        return tensor
+    return tensor.to(device=device, dtype=dtype)
 
 
 def _first_tensor(module: nn.Module) -> torch.Tensor | None:

@@ -1,0 +1,98 @@
+"""When an instance is being built (row 10), whatever defines its ``__init__``.
+
+An instance is constructing until ``nn.Module.__init__`` has run (nothing else can be happening to
+it then), and while one of its construction methods runs: ``__init__`` (written in the class
+statement, or a ``functools.partialmethod``), ``__post_init__`` (``@dataclass`` calls it from the
+``__init__`` it adds after the class statement), ``__attrs_post_init__`` (attrs),
+``configure_model()`` (Lightning builds layers there) and ``reset_buffers()`` (autoreg's convention
+for derived buffers). Each such method an autoreg class defines is wrapped when the class is
+created: while the outermost call for an instance runs, the instance's ``__dict__`` holds
+``CONSTRUCTING``; when it returns, the tensors assigned before ``nn.Module.__init__`` ran
+(``PENDING``) are registered. Copies and pickles never carry either key (``__getstate__``), so a
+copy made during construction is not constructing.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, Final
+
+import torch
+from torch import nn
+
+from ._contract import Decision
+from ._execute import register
+from ._record import ClassRecord
+from ._state import CONSTRUCTING, PENDING
+
+__all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
+
+CONSTRUCTION_METHODS: Final = (
+    "__init__",
+    "__post_init__",
+    "__attrs_post_init__",
+    "configure_model",
+    "reset_buffers",
+)
+_MARK: Final = "__autoreg_constructs__"  # set on the wrappers
+
+
+def prepare(cls: type) -> None:
+    """Wrap the construction methods a new autoreg class defines; a class without an ``__init__``
+    of its own gets a wrapper of the one it inherits from a framework base (whose code may call a
+    method of the model that assigns: ``nn.Module.__init__`` assigns nothing, and is not)."""
+    for method in CONSTRUCTION_METHODS:
+        function = cls.__dict__.get(method)
+        if function is None and method == "__init__":
+            inherited = cls.__init__  # type: ignore[misc]
+            if inherited is not nn.Module.__init__:
+                function = inherited
+        if function is not None and not getattr(function, _MARK, False):
+            setattr(cls, method, _constructing(function))
+
+
+def finalize(cls: type) -> None:
+    """Finalize ``cls``, when its first instance is assigned to: its annotations are read again,
+    now that the module defining it is done (forward references resolve)."""
+    record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
+    record.finalize()
+
+
+def _constructing(method: Any) -> Callable[..., Any]:
+    """``method`` wrapped so that the instance is constructing while its outermost call runs."""
+    if isinstance(method, types.FunctionType):
+        call: Callable[..., Any] = method
+    else:  # a descriptor: functools.partialmethod, or anything else that binds
+
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return method.__get__(self, type(self))(*args, **kwargs)
+
+    @functools.wraps(method)
+    def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
+        d = self.__dict__
+        if CONSTRUCTING in d:  # an inner call of the same instance: the outermost one marks
+            return call(self, *args, **kwargs)
+        d[CONSTRUCTING] = True
+        try:
+            result = call(self, *args, **kwargs)
+        finally:
+            self.__dict__.pop(CONSTRUCTING, None)
+        _register_pending(self)
+        return result
+
+    setattr(construct, _MARK, True)
+    return construct
+
+
+def _register_pending(module: Any) -> None:
+    """Register the tensors assigned before nn.Module.__init__ ran, if it has run since."""
+    d = module.__dict__
+    pending: dict[str, Decision] | None = d.pop(PENDING, None)
+    if not pending or "_buffers" not in d:
+        return  # nn.Module.__init__ never ran: they stay plain attributes, as in nn.Module
+    for name, decision in sorted(pending.items()):
+        value = d.get(name)
+        if isinstance(value, torch.Tensor) and not value.requires_grad:
+            register(module, name, value, decision)

@@ -1,0 +1,117 @@
+"""Strict and warn mode: the one place where a decision's ``concern`` refuses or warns.
+
+Strict mode raises ``UnregisteredTensorError`` about the concern; warn mode warns once per class,
+concern and name, pointing at the user's assignment; a leaf tensor that requires grad, assigned
+while the module is built, warns in every mode (a weight nobody trains). Warnings are emitted only
+the first time a class sees a (concern, name): the steady-state assignment path never calls
+``warnings``, which would break torch.compile graphs on every call.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from ._carry import loose_tensors
+from ._config import Mode
+from ._contract import Action, Concern, Decision, why_no_buffer_slot
+from ._errors import AutoRegisterWarning, UnregisteredTensorError
+from ._messages import (
+    GRAD_LEAF,
+    NO_BUFFER_SLOT,
+    STRICT_CONTAINER,
+    STRICT_UNDECLARED,
+    WARN_CONTAINER,
+    WARN_UNDECLARED,
+    describe,
+)
+from ._record import ClassRecord
+
+__all__ = ["enforce"]
+
+
+def enforce(
+    module: nn.Module, record: ClassRecord, name: str, value: Any, decision: Decision
+) -> None:
+    """Refuse (strict) or warn about ``decision.concern`` for ``module.name = value``."""
+    concern = decision.concern
+    mode = record.mode
+    cls = type(module).__name__
+    if concern is Concern.GRAD_LEAF:
+        message = GRAD_LEAF.format(cls=cls, name=name, value=describe(value))
+        if mode is Mode.STRICT:
+            raise UnregisteredTensorError(message)
+        _warn_once(record, concern, name, message)  # in every mode: a weight nobody trains
+        return
+    if mode is Mode.REGISTER or concern is None:
+        return
+    if concern is Concern.NO_SLOT:
+        where = why_no_buffer_slot(type(module), name)
+        message = NO_BUFFER_SLOT.format(cls=cls, name=name, value=describe(value), where=where)
+    elif concern is Concern.CONTAINER:
+        loose = loose_tensors(module, value)
+        if not loose:
+            return  # nothing in it that only autoreg would move
+        path, tensor = loose[0]
+        fields = {
+            "cls": cls,
+            "name": name,
+            "kind": type(value).__name__,
+            "count": len(loose),
+            "example": f"{name}{path} = {describe(tensor)}",
+        }
+        if mode is Mode.STRICT:
+            raise UnregisteredTensorError(STRICT_CONTAINER.format(why=record.strict_by, **fields))
+        message = WARN_CONTAINER.format(**fields)
+    else:
+        kind = "persistent" if record.persistent else "non-persistent"
+        if decision.action is Action.REGISTER:
+            reason = "it was assigned during construction"
+            action = f"register it as a {kind} buffer ({reason})"
+            past = f"registered as a {kind} buffer because {reason}"
+        else:
+            action = "carry it along with .to() as runtime state, outside state_dict"
+            past = "carried as runtime state: it moves with .to() but is not in state_dict"
+        fields = {
+            "cls": cls,
+            "name": name,
+            "value": describe(value),
+            "default": f"a buffer ({kind}):",
+        }
+        if mode is Mode.STRICT:
+            raise UnregisteredTensorError(
+                STRICT_UNDECLARED.format(action=action, why=record.strict_by, **fields)
+            )
+        message = WARN_UNDECLARED.format(action_past=past, **fields)
+    if mode is Mode.STRICT:
+        raise UnregisteredTensorError(message)
+    _warn_once(record, concern, name, message)
+
+
+def _warn_once(record: ClassRecord, concern: Concern, name: str, message: str) -> None:
+    """Warn about (concern, name) the first time this class sees it, at the user's assignment."""
+    key = (concern.value, name)
+    if key not in record.warned:
+        record.warned.add(key)
+        warnings.warn(message, AutoRegisterWarning, stacklevel=_assignment_level())
+
+
+def _assignment_level() -> int:
+    """The ``stacklevel`` of the user's assignment: the first frame outside autoreg that is not a
+    ``__setattr__`` (a class that overrides it and calls ``super().__setattr__``)."""
+    if torch.compiler.is_compiling():
+        return 2  # frames cannot be walked there; warnings.warn breaks the graph all the same
+    frame: types.FrameType | None = sys._getframe(2)  # the caller of _warn_once's caller
+    level = 2
+    while frame is not None and (
+        frame.f_globals.get("__name__", "").startswith("autoreg.")
+        or frame.f_code.co_name == "__setattr__"
+    ):
+        frame = frame.f_back
+        level += 1
+    return level

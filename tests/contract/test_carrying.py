@@ -1,0 +1,174 @@
+""".to() of what autoreg carries: it costs its own tree, never fails where nn.Module completes.
+
+Property 2: the work of one ``.to()`` follows the tree it converts, never the modules alive
+elsewhere, and nothing that happened elsewhere in the process changes what it moves. Property 7:
+what autoreg cannot convert it leaves as nn.Module would; a model is never left half-converted.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
+
+import autoreg
+from tests.support import role
+
+
+class Probe(list):  # type: ignore[type-arg]
+    """A list that counts how often anything iterates over it."""
+
+    reads = 0
+
+    def __iter__(self) -> Any:
+        Probe.reads += 1
+        return super().__iter__()
+
+
+class Layer(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.table = torch.ones(2)  # a buffer
+        self.history: list[torch.Tensor] = []  # a carried list
+
+
+def test_property_2_a_to_never_looks_at_modules_outside_its_tree() -> None:
+    """Moving one layer while many others carry values: none of theirs is looked at (each once
+    made every .to() gather the carried values of every live carrier in the process)."""
+    others = [Layer() for _ in range(50)]
+    for other in others:
+        other.history = Probe([torch.zeros(1)])
+    layer = Layer()
+    layer.history.append(torch.zeros(1))
+    Probe.reads = 0
+    layer.to(torch.float64)
+    assert Probe.reads == 0
+    assert layer.history[0].dtype == torch.float64
+    assert all(other.history[0].dtype == torch.float32 for other in others)
+
+
+class Keeper(nn.Module):
+    """Keeps an EMA copy of a layer outside its children, converted by its own _apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.__dict__["ema"] = Layer()  # not a submodule: .to() does not recurse into it
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        self.ema._apply(fn)
+        return super()._apply(fn, recurse)
+
+
+class Shadowed(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.keeper = Keeper()
+
+
+def test_property_2_what_a_to_moves_does_not_depend_on_what_happened_elsewhere() -> None:
+    """A compiled forward that stored runtime state elsewhere in the process once switched every
+    later .to() to a mode that skipped the carried values of a module reached by an _apply
+    override (an EMA shadow)."""
+
+    class Elsewhere(autoreg.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache = x * 2
+            return self.cache
+
+    torch._dynamo.reset()
+    torch.compile(Elsewhere(), backend="eager", fullgraph=True)(torch.ones(2))
+    torch._dynamo.reset()
+
+    model = Shadowed()
+    ema = model.keeper.ema
+    ema.state = torch.zeros(2)  # runtime state of the shadow
+    model.to(torch.float64)
+    assert ema.state.dtype == torch.float64
+    assert ema.table.dtype == torch.float64
+
+
+def test_aliases_keep_their_identity_within_one_to() -> None:
+    parent = Layer()
+    parent.child = Layer()
+    parent.child.view = parent.table  # a carried alias of the parent's buffer
+    parent.child.history = [parent.table, parent.child.table]
+    parent.to(torch.float64)
+    assert parent.child.view is parent.table
+    assert parent.child.history[0] is parent.table
+    assert parent.child.history[1] is parent.child.table
+
+
+class Pair(tuple):  # type: ignore[type-arg]
+    """A tuple subclass whose constructor takes its items as separate arguments."""
+
+    def __new__(cls, first: torch.Tensor, second: torch.Tensor) -> Pair:
+        return super().__new__(cls, (first, second))
+
+
+class WarnLayer(Layer, warn=True):
+    pass
+
+
+@pytest.mark.parametrize("cls", [Layer, WarnLayer], ids=["register", "warn"])
+def test_property_7_a_value_that_cannot_be_rebuilt_is_left_and_the_rest_converted(
+    cls: type[Layer],
+) -> None:
+    """nn.Module completes this .to(); so must autoreg. The pair stays as it was, whole."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)  # what warn mode carries
+        layer = cls()
+        layer.pair = Pair(torch.zeros(1), torch.zeros(1))
+        layer.state = torch.zeros(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        layer.to(torch.float64)
+    assert layer.lin.weight.dtype == layer.table.dtype == layer.state.dtype == torch.float64
+    assert type(layer.pair) is Pair
+    assert [t.dtype for t in layer.pair] == [torch.float32, torch.float32]
+    said = [str(w.message) for w in caught if w.category is autoreg.AutoRegisterWarning]
+    if cls is WarnLayer:
+        assert len(said) == 1
+        assert said[0].startswith("WarnLayer.pair = 'tests.contract.test_carrying.Pair' could not")
+    else:
+        assert said == []
+
+
+def test_property_7_a_tensor_that_escaped_vmap_does_not_stop_to() -> None:
+    """A forward run under torch.func.vmap stores a BatchedTensor, dead once vmap returns: .to()
+    leaves it as nn.Module does (it raised "escaped from vmap", parameters already converted)."""
+
+    class Stateful(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.last = self.lin(x)
+            return self.last
+
+    model = Stateful()
+    torch.func.vmap(model)(torch.ones(3, 2))
+    model.to(torch.float64)
+    assert model.lin.weight.dtype == torch.float64
+
+
+def test_property_7_a_packed_sequence_is_moved_by_its_own_to() -> None:
+    """PackedSequence.to() keeps batch_sizes on the CPU, as its RNN requires; rebuilt as a named
+    tuple, everything moved and the next .to(device) raised, the model half-moved."""
+    model = Layer()
+    padded = torch.zeros(2, 3, 2)
+    model.packed = pack_padded_sequence(padded, torch.tensor([3, 1]), batch_first=True)
+    model.to(torch.float64)
+    assert type(model.packed) is PackedSequence
+    assert model.packed.data.dtype == torch.float64
+    assert model.packed.batch_sizes.dtype == torch.int64
+    model.to("meta")
+    assert model.packed.data.is_meta
+    assert model.packed.batch_sizes.device.type == "cpu"
+    assert role(model, "packed") == "carried"

@@ -1,0 +1,66 @@
+"""Property 3: nothing autoreg keeps holds a module or a class alive.
+
+torch's parametrizations (``weight_norm``, ``spectral_norm``, ``register_parametrization``) give
+each instance a class of its own whose properties refer back to it; a cache keyed by class, outside
+the class, kept every such instance alive, and every class defined in a function. What autoreg
+knows about a class lives on the class.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils import parametrizations, parametrize
+
+import autoreg
+
+
+class Conv(autoreg.AutoRegisterMixin, nn.Conv1d):
+    pass
+
+
+class Doubled(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight * 2
+
+
+def _local_class() -> nn.Module:
+    class Local(autoreg.AutoRegisterMixin, nn.Linear):  # a class with a framework base
+        def __init__(self) -> None:
+            super().__init__(3, 3)
+            self.table = torch.ones(2)
+            self.history = [torch.zeros(1)]
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.state = super().forward(x)
+            return self.state
+
+    return Local()
+
+
+BUILDS: dict[str, Callable[[], nn.Module]] = {
+    "weight_norm": lambda: parametrizations.weight_norm(Conv(2, 2, 1)),
+    "spectral_norm": lambda: parametrizations.spectral_norm(Conv(2, 2, 1)),
+    "register_parametrization": lambda: parametrize.register_parametrization(
+        Conv(2, 2, 1), "weight", Doubled()
+    ),
+    "local class": _local_class,
+}
+
+
+@pytest.mark.parametrize("build", list(BUILDS.values()), ids=list(BUILDS))
+def test_property_3_no_instance_outlives_its_last_reference(build: Callable[[], nn.Module]) -> None:
+    refs: list[weakref.ref[object]] = []
+    for _ in range(100):
+        module = build()
+        module(torch.ones(1, 2, 3) if isinstance(module, nn.Conv1d) else torch.ones(1, 3))
+        module.double()
+        refs += [weakref.ref(module), weakref.ref(type(module))]
+        del module
+    gc.collect()
+    assert sum(ref() is not None for ref in refs) == 0
