@@ -1,11 +1,12 @@
 """Where each attribute of each module is stored, recorded while a model is built or run.
 
-``record_stores()`` replaces ``nn.Module.__setattr__`` for the duration of a ``with`` block by a
-wrapper that notes, for each store, the code that made it: the first frame on the stack that is
-neither a ``__setattr__`` (the module's own override, autoreg's mixin) nor autoreg's. That is the
-user's ``self.mask = ...`` line, the ``setattr(self, name, t)`` call, or a helper function's
-``module.mask = ...``: what the audit's findings need to become edits. A store is "construction"
-when an ``__init__`` of the module (its first argument is the module) is on the stack.
+``record_stores()`` replaces ``nn.Module.__setattr__`` (and autoreg's) for the duration of a
+``with`` block by a wrapper that notes, for each store, the code that made it: the first frame
+on the stack that is neither a ``__setattr__`` (the module's own override, autoreg's mixin) nor
+autoreg's. That is the user's ``self.mask = ...`` line, the ``setattr(self, name, t)`` call, or a
+helper function's ``module.mask = ...``: what the audit's findings need to become edits. A store
+is "construction" when an ``__init__`` of the module (its first argument is the module) is on
+the stack.
 
 Stores that bypass ``nn.Module.__setattr__`` (``self.__dict__[k] = v``, ``object.__setattr__``)
 are not seen; ``plan`` lists such attributes instead of guessing where they come from.
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .._mixin import AutoRegisterMixin
 from .plan import Site
 
 __all__ = ["Stores", "record_stores"]
@@ -60,19 +62,25 @@ class Stores:
 
 @contextlib.contextmanager
 def record_stores() -> Iterator[Stores]:
-    """Record every store through ``nn.Module.__setattr__`` made inside the block."""
+    """Record every store made inside the block through ``nn.Module.__setattr__`` or autoreg's
+    (an autoreg class stores some values without calling nn.Module's)."""
     stores = Stores()
-    original = nn.Module.__setattr__
+    originals = {cls: cls.__dict__["__setattr__"] for cls in (nn.Module, AutoRegisterMixin)}
 
-    def __setattr__(self: nn.Module, name: str, value: Any) -> None:  # noqa: N807
-        stores.add(self, name, value, sys._getframe(1))
-        original(self, name, value)
+    def watch(original: Any) -> Any:
+        def __setattr__(self: nn.Module, name: str, value: Any) -> None:  # noqa: N807
+            stores.add(self, name, value, sys._getframe(1))
+            original(self, name, value)
 
-    nn.Module.__setattr__ = __setattr__  # type: ignore[method-assign]
+        return __setattr__
+
     try:
+        for cls, original in originals.items():
+            type.__setattr__(cls, "__setattr__", watch(original))
         yield stores
     finally:
-        nn.Module.__setattr__ = original  # type: ignore[method-assign]
+        for cls, original in originals.items():
+            type.__setattr__(cls, "__setattr__", original)
 
 
 def _storing_frame(frame: FrameType | None) -> FrameType | None:
