@@ -16,13 +16,14 @@ from typing import Final
 from . import _audit_cli
 from ._config import environment_mode
 from ._errors import ConfigurationError
+from ._fix import cli as _fix_cli
 from ._messages import CLI_DESCRIPTION, USAGE_ERROR
 from ._target import EXIT_USAGE, UsageError, prog
 
 __all__ = ["main"]
 
 # The subcommands, in the order --help lists them.
-COMMANDS: Final = (_audit_cli,)
+COMMANDS: Final = (_audit_cli, _fix_cli)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

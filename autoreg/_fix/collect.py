@@ -1,0 +1,172 @@
+"""From the audits' findings on a built model to ``Stray`` records: plain data for ``plan``.
+
+The one step of ``autoreg fix`` that looks at tensors and classes. A finding names a tensor, the
+class of the module that holds it and the attribute; here it gets the module itself (found by
+walking the model as ``find_unregistered`` does), what the attribute holds (a tensor, a container
+of tensors or of modules, a weight that requires grad, ...), where it was stored (``sites``), and
+where the module's class and its bases are defined (``inspect``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from .._audit import _is_device_cache, locate_unregistered
+from .._contract import why_no_buffer_slot
+from .._forward_audit import ForwardFinding
+from .._messages import (
+    FIX_AUTOGRAD_RESULT,
+    FIX_HAND_AUTOGRAD,
+    FIX_HAND_AUTOGRAD_EDIT,
+    FIX_HAND_DEVICE_CACHE,
+    FIX_HAND_DEVICE_CACHE_EDIT,
+    FIX_HAND_FINDING,
+    FIX_HAND_GRAD,
+    FIX_HAND_GRAD_EDIT,
+    FIX_HAND_NO_SLOT,
+    FIX_HAND_NO_SLOT_EDIT,
+    FIX_HAND_PARAMETER,
+    FIX_HAND_PARAMETER_EDIT,
+    FIX_HAND_STORED,
+    FIX_STORED,
+    FIX_STORED_CONTAINER,
+)
+from .._mixin import AutoRegisterMixin
+from .._walk import CONTAINERS, iter_modules, iter_tensors
+from .plan import ClassInfo, Kind, Site, Stray
+from .sites import Stores
+
+__all__ = ["collect"]
+
+
+def collect(
+    model: nn.Module, stores: Stores, forward: Iterable[ForwardFinding] = ()
+) -> list[Stray]:
+    """One ``Stray`` per class and attribute that leaves tensors behind, in the order
+    ``find_unregistered`` reports them, then the state ``forward`` stores (its ``"stored"``
+    findings), with the sites ``stores`` recorded while the model was built."""
+    holders: dict[tuple[type, str], list[nn.Module]] = {}
+    fixes: dict[tuple[type, str], str] = {}
+    later: dict[tuple[type, str], list[Site]] = {}
+    for entry in locate_unregistered(model):
+        key = (type(entry.holder), entry.finding.attribute)
+        modules = holders.setdefault(key, [])
+        if entry.holder not in modules:
+            modules.append(entry.holder)
+        fixes.setdefault(key, entry.finding.fix)
+    for finding in forward:
+        if finding.kind == "stored":
+            module = model.get_submodule(finding.module_path)
+            key = (type(module), finding.attribute)
+            holders.setdefault(key, [module])
+            fixes.setdefault(key, finding.fix)
+            where = os.path.abspath(finding.filename)
+            site = Site(where, finding.lineno, "forward", False, _stored_value(finding))
+            later.setdefault(key, []).append(site)
+    strays = []
+    for (cls, attribute), modules in holders.items():
+        sites = [site for module in modules for site in stores.of(module, attribute)]
+        sites += later.get((cls, attribute), [])
+        fix = fixes[cls, attribute]
+        strays.append(_stray(cls, attribute, modules[0], tuple(dict.fromkeys(sites)), fix))
+    return strays
+
+
+def _stored_value(finding: ForwardFinding) -> str:
+    """What forward stored, as a ``Site.value``, read from the fix the audit gives it."""
+    containers = {FIX_STORED_CONTAINER.format(kind=kind) for kind in ("list", "dict")}
+    if finding.fix in (FIX_STORED.format(name=finding.attribute), FIX_AUTOGRAD_RESULT):
+        return "tensor"
+    return "container" if finding.fix in containers else "other"
+
+
+def _stray(
+    cls: type, attribute: str, module: nn.Module, sites: tuple[Site, ...], fix: str
+) -> Stray:
+    classes = _classes(cls)
+    value = module.__dict__.get(attribute)
+
+    text = {"attribute": attribute, "cls": cls.__qualname__}
+
+    def hand(reason: str, edit: str) -> Stray:
+        return Stray(classes, attribute, Kind.HAND, sites, reason=reason, edit=edit)
+
+    if isinstance(value, torch.Tensor):
+        if isinstance(value, nn.Parameter):
+            return hand(FIX_HAND_PARAMETER, FIX_HAND_PARAMETER_EDIT.format(**text))
+        if value.requires_grad and value.is_leaf:
+            return hand(FIX_HAND_GRAD, FIX_HAND_GRAD_EDIT.format(**text))
+        if value.requires_grad and any(site.construction for site in sites):
+            return hand(FIX_HAND_AUTOGRAD, FIX_HAND_AUTOGRAD_EDIT)
+        where = why_no_buffer_slot(cls, attribute)
+        if where is not None:
+            return hand(FIX_HAND_NO_SLOT.format(where=where, **text), FIX_HAND_NO_SLOT_EDIT)
+        kind = Kind.TENSOR
+    elif not isinstance(value, CONTAINERS):  # stored by forward, in the audit's copy only
+        stored = {site.value for site in sites if not site.construction}
+        if "container" in stored:
+            return Stray(classes, attribute, Kind.TENSORS, sites, "container")
+        if "tensor" not in stored:
+            return hand(FIX_HAND_STORED, fix)
+        kind = Kind.TENSOR
+    elif _is_device_cache(value):
+        return hand(FIX_HAND_DEVICE_CACHE, FIX_HAND_DEVICE_CACHE_EDIT.format(**text))
+    elif any(True for _ in iter_modules(value)):
+        container = type(value).__name__
+        return Stray(classes, attribute, Kind.MODULES, sites, container, _wrappable(value))
+    elif any(t.requires_grad and t.is_leaf for _, t in iter_tensors(value)):
+        return hand(FIX_HAND_GRAD, FIX_HAND_GRAD_EDIT.format(**text))
+    else:
+        kind = Kind.TENSORS
+    if isinstance(module, AutoRegisterMixin):  # autoreg would move it: something else is wrong
+        return hand(FIX_HAND_FINDING.format(**text), fix)
+    container = type(value).__name__ if kind is Kind.TENSORS else ""
+    return Stray(classes, attribute, kind, sites, container)
+
+
+def _wrappable(value: object) -> bool:
+    """Whether ``value`` can become an ``nn.ModuleList`` / ``nn.ModuleDict`` as it is."""
+    if type(value) is list:
+        return all(isinstance(item, nn.Module) for item in value)
+    if type(value) is dict:
+        return all(
+            isinstance(key, str) and key and "." not in key and isinstance(item, nn.Module)
+            for key, item in value.items()
+        )
+    return False
+
+
+def _classes(cls: type) -> tuple[ClassInfo, ...]:
+    """``cls`` and its bases, torch's, autoreg's and builtins left out."""
+    return tuple(
+        _class_info(klass)
+        for klass in cls.__mro__
+        if klass is cls
+        or klass.__module__.partition(".")[0] not in ("torch", "autoreg", "builtins")
+    )
+
+
+def _class_info(cls: type) -> ClassInfo:
+    bases = tuple(_base_kind(base) for base in cls.__bases__)
+    try:
+        filename = inspect.getsourcefile(cls)
+        lines, lineno = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        filename = None
+    if filename is None:
+        return ClassInfo(cls.__qualname__, None, 0, 0, bases)
+    end = lineno + len(lines) - 1
+    return ClassInfo(cls.__qualname__, os.path.abspath(filename), lineno, end, bases)
+
+
+def _base_kind(base: type) -> str:
+    if base is nn.Module:
+        return "module"
+    if issubclass(base, nn.Module) and base.__module__.partition(".")[0] == "torch":
+        return "torch"
+    return "other"

@@ -1,0 +1,310 @@
+"""From strays to a plan: the edits of each file, and the hand edits listed instead of guessing.
+
+Pure: no torch, no LibCST, no file access. ``collect`` builds the ``Stray`` records from a built
+model; ``codemod`` carries out the edits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from collections.abc import Iterable, Sequence
+from typing import Literal, TypeAlias
+
+from .._messages import (
+    FIX_HAND_CONTAINER,
+    FIX_HAND_CONTAINER_EDIT,
+    FIX_HAND_HELPER,
+    FIX_HAND_HELPER_EDIT,
+    FIX_HAND_LIBRARY,
+    FIX_HAND_MIXED,
+    FIX_HAND_MIXED_EDIT,
+    FIX_HAND_MODULES_AS_IS,
+    FIX_HAND_MODULES_BASE,
+    FIX_HAND_MODULES_EDIT,
+    FIX_HAND_NO_SOURCE,
+    FIX_HAND_NO_SOURCE_EDIT,
+    FIX_HAND_NOT_EDITABLE,
+    FIX_HAND_NOT_EDITABLE_EDIT,
+    FIX_HAND_UNSEEN,
+    FIX_HAND_UNSEEN_EDIT,
+)
+
+__all__ = [
+    "ClassInfo",
+    "DeclareBuffer",
+    "Edit",
+    "HandEdit",
+    "Kind",
+    "MakeAutoreg",
+    "Plan",
+    "RegisterBuffer",
+    "Site",
+    "Stray",
+    "Style",
+    "WrapModules",
+    "make_plan",
+]
+
+Style: TypeAlias = Literal["base", "buffer"]
+
+
+class Kind(enum.Enum):
+    """What a stray holds, as far as fixing it goes."""
+
+    TENSOR = "a tensor"  # a plain tensor attribute: autoreg moves it; so does a buffer
+    TENSORS = "a container of tensors"  # autoreg carries it; plain PyTorch has no buffer container
+    MODULES = "a container of modules"  # nn.ModuleList / nn.ModuleDict, in either style
+    HAND = "a tensor only its author can place"  # a weight, a class-level name, ...: listed
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """Where a value was stored on a module: ``filename:lineno``, in ``function`` (a qualified
+    name), during the module's construction or not, and what it stored: ``"tensor"``,
+    ``"none"``, ``"container"`` or ``"other"``."""
+
+    filename: str
+    lineno: int
+    function: str
+    construction: bool
+    value: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassInfo:
+    """A class, as the codemod finds it: its file (None without source), its qualified name and
+    the lines of its statement; ``bases`` says for each base whether it is ``torch.nn.Module``
+    itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else."""
+
+    qualname: str
+    filename: str | None
+    lineno: int
+    end_lineno: int
+    bases: tuple[str, ...]
+
+    def holds(self, site: Site) -> bool:
+        return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno
+
+
+@dataclasses.dataclass(frozen=True)
+class Stray:
+    """One attribute of one class that leaves tensors behind.
+
+    ``classes``: the class of the module that holds it, then its bases (torch's and autoreg's
+    left out). ``sites``: where it was stored. ``container``: ``"list"``, ``"tuple"`` or
+    ``"dict"`` for the container kinds, and whether it can become ``nn.ModuleList`` /
+    ``nn.ModuleDict`` as it is (``wrappable``). ``reason`` and ``edit``: for ``Kind.HAND``, why
+    and what to write.
+    """
+
+    classes: tuple[ClassInfo, ...]
+    attribute: str
+    kind: Kind
+    sites: tuple[Site, ...] = ()
+    container: str = ""
+    wrappable: bool = False
+    reason: str = ""
+    edit: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.classes[0].qualname.rpartition('.')[2]}.{self.attribute}"
+
+
+@dataclasses.dataclass(frozen=True)
+class MakeAutoreg:
+    """Base style: ``cls`` becomes an autoreg class. ``replace`` is the index of its
+    ``nn.Module`` base (which becomes ``autoreg.Module``); None puts ``autoreg.AutoRegisterMixin``
+    first."""
+
+    cls: ClassInfo
+    replace: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisterBuffer:
+    """Buffer style: the store of ``attribute`` at ``lineno``, in a method of ``cls``, becomes
+    ``self.register_buffer("attribute", EXPR, persistent=False)``."""
+
+    cls: ClassInfo
+    attribute: str
+    lineno: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclareBuffer:
+    """Buffer style: ``attribute``, first stored at run time (at ``lineno``), is registered as
+    ``None`` in ``cls.__init__``."""
+
+    cls: ClassInfo
+    attribute: str
+    lineno: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WrapModules:
+    """Buffer style: the container of modules stored at ``lineno`` becomes ``nn.{container}``."""
+
+    cls: ClassInfo
+    attribute: str
+    lineno: int
+    container: Literal["ModuleList", "ModuleDict"]
+
+
+Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules
+
+
+@dataclasses.dataclass(frozen=True)
+class HandEdit:
+    """What ``fix`` lists instead of guessing: at ``filename:lineno``, ``name`` (``Class.attr``),
+    why it is not rewritten, and the edit to make."""
+
+    filename: str
+    lineno: int
+    name: str
+    reason: str
+    edit: str
+
+
+@dataclasses.dataclass
+class Plan:
+    """The edits of each file (in the order found), and the hand edits."""
+
+    edits: dict[str, list[Edit]] = dataclasses.field(default_factory=dict)
+    hand: list[HandEdit] = dataclasses.field(default_factory=list)
+
+    def add(self, filename: str, edit: Edit) -> None:
+        edits = self.edits.setdefault(filename, [])
+        if edit not in edits:
+            edits.append(edit)
+
+    def list_hand(self, hand: HandEdit) -> None:
+        if hand not in self.hand:
+            self.hand.append(hand)
+
+
+def make_plan(
+    strays: Iterable[Stray], style: Style, root: str, libraries: Sequence[str] = ()
+) -> Plan:
+    """The plan for ``strays`` in ``style``: only files under ``root`` and under none of
+    ``libraries`` (site-packages, the standard library) are edited."""
+    plan = Plan()
+    for stray in strays:
+        if stray.kind is Kind.HAND:
+            _hand(plan, stray, stray.reason, stray.edit)
+        elif style == "base":
+            _plan_base(plan, stray, root, libraries)
+        else:
+            _plan_buffer(plan, stray, root, libraries)
+    return plan
+
+
+def _plan_base(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:
+    """``autoreg.Module`` (or the mixin) for the class whose code stores it: autoreg then
+    registers or carries it, wherever and however it is stored."""
+    if stray.kind is Kind.MODULES:
+        reason = FIX_HAND_MODULES_BASE.format(container=stray.container)
+        _hand(plan, stray, reason, _modules_edit(stray))
+        return
+    # Code outside the classes (a helper, setattr from outside) leaves the holder's class.
+    cls = next(
+        (c for site in stray.sites for c in stray.classes if c.holds(site)), stray.classes[0]
+    )
+    if _editable(plan, stray, cls, root, libraries):
+        assert cls.filename is not None  # _editable
+        torch_bases = [kind for kind in cls.bases if kind != "other"]
+        replace = cls.bases.index("module") if torch_bases == ["module"] else None
+        plan.add(cls.filename, MakeAutoreg(cls, replace))
+
+
+def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:
+    """``register_buffer`` where construction stores it, or as None in ``__init__`` when it is
+    first stored at run time; ``nn.ModuleList`` / ``nn.ModuleDict`` for modules."""
+    attribute = stray.attribute
+    built = [site for site in stray.sites if site.construction]
+    if stray.kind is Kind.TENSORS:
+        reason = FIX_HAND_CONTAINER.format(container=stray.container)
+        _hand(plan, stray, reason, FIX_HAND_CONTAINER_EDIT.format(attribute=attribute))
+    elif stray.kind is Kind.MODULES:
+        if not stray.wrappable:
+            reason = FIX_HAND_MODULES_AS_IS.format(container=stray.container)
+            _hand(plan, stray, reason, _modules_edit(stray))
+            return
+        container: Literal["ModuleList", "ModuleDict"] = (
+            "ModuleDict" if stray.container == "dict" else "ModuleList"
+        )
+        stores = [site for site in built if site.value == "container"]
+        for site, cls in _in_classes(plan, stray, stores, root, libraries):
+            plan.add(site.filename, WrapModules(cls, attribute, site.lineno, container))
+    elif any(site.value == "tensor" for site in built):
+        if any(site.value not in ("tensor", "none") for site in built):
+            _hand(plan, stray, FIX_HAND_MIXED, FIX_HAND_MIXED_EDIT.format(attribute=attribute))
+            return
+        for site, cls in _in_classes(plan, stray, built, root, libraries):
+            plan.add(site.filename, RegisterBuffer(cls, attribute, site.lineno))
+    else:
+        later = [site for site in stray.sites if not site.construction and site.value == "tensor"]
+        for site, cls in _in_classes(plan, stray, later[:1], root, libraries):
+            plan.add(site.filename, DeclareBuffer(cls, attribute, site.lineno))
+
+
+def _in_classes(
+    plan: Plan, stray: Stray, sites: Sequence[Site], root: str, libraries: Sequence[str]
+) -> list[tuple[Site, ClassInfo]]:
+    """Each of ``sites`` with the class of ``stray`` whose code it is in; a site outside them
+    (a helper function) or in a file that cannot be edited is listed."""
+    if not sites:
+        _hand(plan, stray, FIX_HAND_UNSEEN, FIX_HAND_UNSEEN_EDIT.format(attribute=stray.attribute))
+        return []
+    found = []
+    for site in sites:
+        cls = next((c for c in stray.classes if c.holds(site)), None)
+        if cls is None:
+            reason = FIX_HAND_HELPER.format(function=site.function)
+            edit = FIX_HAND_HELPER_EDIT.format(
+                cls=stray.classes[0].qualname, attribute=stray.attribute, function=site.function
+            )
+            plan.list_hand(HandEdit(site.filename, site.lineno, stray.name, reason, edit))
+        elif _editable(plan, stray, cls, root, libraries):
+            found.append((site, cls))
+    return found
+
+
+def _editable(
+    plan: Plan, stray: Stray, cls: ClassInfo, root: str, libraries: Sequence[str]
+) -> bool:
+    """Whether ``fix`` may edit the file of ``cls``; if not, list ``stray`` with the reason."""
+    if cls.filename is None:
+        reason = FIX_HAND_NO_SOURCE.format(cls=cls.qualname)
+        _hand(plan, stray, reason, FIX_HAND_NO_SOURCE_EDIT.format(cls=cls.qualname))
+        return False
+    library = next((lib for lib in libraries if _under(cls.filename, lib)), None)
+    if library is None and _under(cls.filename, root):
+        return True
+    reason = (FIX_HAND_LIBRARY if library else FIX_HAND_NOT_EDITABLE).format(
+        cls=cls.qualname, root=root, library=library
+    )
+    plan.list_hand(
+        HandEdit(cls.filename, cls.lineno, stray.name, reason, FIX_HAND_NOT_EDITABLE_EDIT)
+    )
+    return False
+
+
+def _under(path: str, directory: str) -> bool:
+    path, directory = os.path.abspath(path), os.path.abspath(directory)
+    return os.path.commonpath([path, directory]) == directory
+
+
+def _hand(plan: Plan, stray: Stray, reason: str, edit: str) -> None:
+    """List ``stray`` at its first store (in construction, if any), or at its class."""
+    sites = [site for site in stray.sites if site.construction] or list(stray.sites)
+    cls = stray.classes[0]
+    where = (sites[0].filename, sites[0].lineno) if sites else (cls.filename or "", cls.lineno)
+    plan.list_hand(HandEdit(*where, stray.name, reason, edit))
+
+
+def _modules_edit(stray: Stray) -> str:
+    container = "ModuleDict" if stray.container == "dict" else "ModuleList"
+    return FIX_HAND_MODULES_EDIT.format(attribute=stray.attribute, container=container)

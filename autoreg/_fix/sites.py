@@ -1,0 +1,122 @@
+"""Where each attribute of each module is stored, recorded while a model is built or run.
+
+``record_stores()`` replaces ``nn.Module.__setattr__`` (and autoreg's) for the duration of a
+``with`` block by a wrapper that notes, for each store, the code that made it: the first frame
+on the stack that is neither a ``__setattr__`` (the module's own override, autoreg's mixin) nor
+autoreg's. That is the user's ``self.mask = ...`` line, the ``setattr(self, name, t)`` call, or a
+helper function's ``module.mask = ...``: what the audit's findings need to become edits. A store
+is "construction" when an ``__init__`` of the module (its first argument is the module) is on
+the stack.
+
+Stores that bypass ``nn.Module.__setattr__`` (``self.__dict__[k] = v``, ``object.__setattr__``)
+are not seen; ``plan`` lists such attributes instead of guessing where they come from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+from torch import nn
+
+from .._mixin import AutoRegisterMixin
+from .plan import Site
+
+__all__ = ["Stores", "record_stores"]
+
+_AUTOREG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class Stores:
+    """The sites recorded for each ``(module, name)``, in the order they were first seen."""
+
+    def __init__(self) -> None:
+        self._sites: dict[tuple[int, str], list[Site]] = {}
+        self._alive: dict[int, nn.Module] = {}  # keeps each id unique while the record lives
+
+    def of(self, module: nn.Module, name: str) -> tuple[Site, ...]:
+        return tuple(self._sites.get((id(module), name), ()))
+
+    def add(self, module: nn.Module, name: str, value: object, frame: FrameType | None) -> None:
+        code = _storing_frame(frame)
+        if code is None:
+            return
+        self._alive[id(module)] = module
+        sites = self._sites.setdefault((id(module), name), [])
+        site = Site(
+            _absolute(code.f_code.co_filename),
+            code.f_lineno,
+            code.f_code.co_qualname,
+            _constructing(module, frame),
+            _kind(value),
+        )
+        if site not in sites:
+            sites.append(site)
+
+
+@contextlib.contextmanager
+def record_stores() -> Iterator[Stores]:
+    """Record every store made inside the block through ``nn.Module.__setattr__`` or autoreg's
+    (an autoreg class stores some values without calling nn.Module's)."""
+    stores = Stores()
+    originals = {cls: cls.__dict__["__setattr__"] for cls in (nn.Module, AutoRegisterMixin)}
+
+    def watch(original: Any) -> Any:
+        def __setattr__(self: nn.Module, name: str, value: Any) -> None:  # noqa: N807
+            stores.add(self, name, value, sys._getframe(1))
+            original(self, name, value)
+
+        return __setattr__
+
+    try:
+        for cls, original in originals.items():
+            type.__setattr__(cls, "__setattr__", watch(original))
+        yield stores
+    finally:
+        for cls, original in originals.items():
+            type.__setattr__(cls, "__setattr__", original)
+
+
+def _storing_frame(frame: FrameType | None) -> FrameType | None:
+    """The frame of the code that stored the value: ``__setattr__`` overrides and autoreg's own
+    frames skipped."""
+    while frame is not None and (
+        frame.f_code.co_name == "__setattr__" or frame.f_code.co_filename.startswith(_AUTOREG)
+    ):
+        frame = frame.f_back
+    return frame
+
+
+@functools.lru_cache(maxsize=1024)
+def _absolute(filename: str) -> str:
+    return os.path.abspath(filename)
+
+
+def _constructing(module: nn.Module, frame: FrameType | None) -> bool:
+    """Whether an ``__init__`` whose first argument is ``module`` is running."""
+    while frame is not None:
+        code = frame.f_code
+        if (
+            code.co_name == "__init__"
+            and code.co_argcount
+            and frame.f_locals.get(code.co_varnames[0]) is module
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple, dict)):
+        return "container"
+    return "other"

@@ -1,0 +1,233 @@
+"""A file's syntax tree, indexed for the questions the codemod asks: which class has this
+qualified name, which statement of it is at this line, what encloses that statement, how the file
+spells ``torch.nn``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+__all__ = [
+    "Index",
+    "Statement",
+    "assigns",
+    "before_init",
+    "dotted",
+    "is_self_attribute",
+    "probes",
+    "self_name_of",
+    "super_init",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Statement:
+    """A simple statement line, its first and last line, and the nodes that enclose it
+    (outermost first)."""
+
+    node: cst.SimpleStatementLine
+    start: int
+    end: int
+    ancestors: tuple[cst.CSTNode, ...]
+
+    def function(self) -> cst.FunctionDef | None:
+        """The innermost function the statement is in."""
+        return next((n for n in reversed(self.ancestors) if isinstance(n, cst.FunctionDef)), None)
+
+    def between(self, outer: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        """The nodes between ``outer`` (excluded) and the statement."""
+        return self.ancestors[self.ancestors.index(outer) + 1 :]
+
+
+class Index(cst.CSTVisitor):
+    """Every class (by qualified name) and every simple statement line of a module."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, wrapper: MetadataWrapper) -> None:
+        super().__init__()
+        self.module = wrapper.module
+        self.classes: dict[str, list[tuple[cst.ClassDef, int, int]]] = {}
+        self.statements: list[Statement] = []
+        self._stack: list[cst.CSTNode] = []
+        wrapper.visit(self)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.ClassDef):
+            first = node.decorators[0] if node.decorators else node
+            start = self.get_metadata(PositionProvider, first).start.line
+            end = self.get_metadata(PositionProvider, node).end.line
+            self.classes.setdefault(self._qualname(node), []).append((node, start, end))
+        elif isinstance(node, cst.SimpleStatementLine):
+            where = self.get_metadata(PositionProvider, node)
+            self.statements.append(
+                Statement(node, where.start.line, where.end.line, tuple(self._stack))
+            )
+        self._stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+    def _qualname(self, node: cst.ClassDef) -> str:
+        parts = []
+        for outer in self._stack:
+            if isinstance(outer, cst.ClassDef):
+                parts.append(outer.name.value)
+            elif isinstance(outer, cst.FunctionDef):
+                parts += [outer.name.value, "<locals>"]
+        return ".".join([*parts, node.name.value])
+
+    def find_class(self, qualname: str, lineno: int) -> cst.ClassDef | None:
+        """The class ``qualname`` whose statement holds ``lineno`` (the only one, if only one)."""
+        found = self.classes.get(qualname, [])
+        if len(found) == 1:
+            return found[0][0]
+        return next((node for node, start, end in found if start <= lineno <= end), None)
+
+    def statement(self, cls: cst.ClassDef | None, lineno: int) -> Statement | None:
+        """The statement at ``lineno`` (inside ``cls`` if given): the one that starts there,
+        else the innermost that spans it."""
+        spanning = [
+            s
+            for s in self.statements
+            if s.start <= lineno <= s.end and (cls is None or cls in s.ancestors)
+        ]
+        starting = [s for s in spanning if s.start == lineno]
+        found = starting or spanning
+        return found[-1] if found else None
+
+    def body_statements(self, function: cst.FunctionDef) -> list[Statement]:
+        """The statements directly in ``function``'s body, in order."""
+        return [
+            s
+            for s in self.statements
+            if len(s.ancestors) > 1
+            and s.ancestors[-2] is function
+            and s.ancestors[-1] is function.body
+        ]
+
+    def torch_nn(self) -> tuple[str, bool]:
+        """How the module spells ``torch.nn`` at its top level, and whether ``import torch``
+        must be added for that spelling."""
+        torch = None
+        for node in _top_imports(self.module):
+            if isinstance(node, cst.ImportFrom):
+                if dotted(node.module) == "torch" and not isinstance(node.names, cst.ImportStar):
+                    for alias in node.names:
+                        if dotted(alias.name) == "nn":
+                            return _bound(alias), False
+                continue
+            for alias in node.names:
+                name = dotted(alias.name)
+                if name == "torch.nn" and alias.asname is not None:
+                    return _bound(alias), False
+                if name in ("torch", "torch.nn") and torch is None:
+                    torch = (_bound(alias) if name == "torch" else "torch") + ".nn"
+        return (torch, False) if torch else ("torch.nn", True)
+
+
+def is_self_attribute(node: cst.BaseExpression, self_name: str, attribute: str) -> bool:
+    """Whether ``node`` is ``<self_name>.<attribute>``."""
+    return m.matches(node, m.Attribute(value=m.Name(self_name), attr=m.Name(attribute)))
+
+
+def super_init(statement: Statement, self_name: str) -> bool:
+    """Whether ``statement`` calls ``super().__init__(...)``, ``super(C, self).__init__(...)``
+    or ``Base.__init__(self, ...)``."""
+    for small in statement.node.body:
+        if not m.matches(small, m.Expr(m.Call(func=m.Attribute(attr=m.Name("__init__"))))):
+            continue
+        call = small.value  # type: ignore[attr-defined]
+        owner = call.func.value
+        if m.matches(owner, m.Call(func=m.Name("super"))):
+            return True
+        if call.args and m.matches(call.args[0].value, m.Name(self_name)):
+            return True
+    return False
+
+
+def assigns(small: cst.BaseSmallStatement, self_name: str | None, attribute: str) -> bool:
+    """Whether ``small`` is ``self.attribute = value`` (annotated or not) with one target."""
+    if self_name is None:
+        return False
+    if isinstance(small, cst.Assign):
+        return len(small.targets) == 1 and is_self_attribute(
+            small.targets[0].target, self_name, attribute
+        )
+    if isinstance(small, cst.AnnAssign):
+        return small.value is not None and is_self_attribute(small.target, self_name, attribute)
+    return False
+
+
+def self_name_of(function: cst.FunctionDef) -> str | None:
+    """The name of a method's first parameter (None for a static method or no parameter)."""
+    static = any(m.matches(d.decorator, m.Name("staticmethod")) for d in function.decorators)
+    params = function.params.posonly_params or function.params.params
+    return None if static or not params else params[0].name.value
+
+
+def before_init(
+    index: Index, method: cst.FunctionDef, statement: Statement, self_name: str
+) -> bool:
+    """Whether ``statement`` in ``__init__`` comes before its ``super().__init__()`` call."""
+    if method.name.value != "__init__":
+        return False
+    body = index.body_statements(method)
+    calls = [s.start for s in body if super_init(s, self_name)]
+    return bool(calls) and statement.start < calls[0]
+
+
+def probes(cls: cst.ClassDef, attribute: str) -> bool:
+    """Whether ``cls`` asks whether ``attribute`` exists: ``hasattr(x, "a")``,
+    ``getattr(x, "a", default)``, or through ``__dict__`` / ``vars()``."""
+    name = m.SimpleString(m.MatchIfTrue(lambda text: literal(text) == attribute))
+    asks = m.Call(func=m.Name("hasattr"), args=[m.DoNotCare(), m.Arg(name)]) | m.Call(
+        func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(name), m.DoNotCare()]
+    )
+    through = m.Call(
+        func=m.Attribute(value=m.Attribute(attr=m.Name("__dict__")) | m.Call(m.Name("vars"))),
+        args=[m.Arg(name), m.ZeroOrMore()],
+    ) | m.Comparison(
+        left=name,
+        comparisons=[m.ComparisonTarget(m.In(), m.Attribute(attr=m.Name("__dict__")))],
+    )
+    return bool(m.findall(cls, asks | through))
+
+
+def literal(text: str) -> object:
+    """The value of a string literal's source text (None if it is not one)."""
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _top_imports(module: cst.Module) -> Iterator[cst.Import | cst.ImportFrom]:
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    yield small
+
+
+def dotted(node: cst.BaseExpression | None) -> str:
+    """``a.b.c`` for a dotted name, '' for anything else."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _bound(alias: cst.ImportAlias) -> str:
+    """The name an import binds: its ``as`` name, else the imported name."""
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return dotted(alias.name)

@@ -1,0 +1,1 @@
+"""A fixture project that keeps tensors where .to() cannot see them (tests/audit/test_fix.py)."""
