@@ -25,7 +25,6 @@ measured. The micro benchmarks always run on the CPU. Whether tensors move at al
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shlex
@@ -33,6 +32,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 # The zoo's autoreg variants are written for the default mode: an AUTOREG_MODE=strict exported
 # in the shell would turn their bare tensors into errors. Cleared before the zoo classes exist.
@@ -48,23 +48,18 @@ from .timing import Row
 PARTS = ("forward", "micro")
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """How long and how often to measure: rounds, and seconds per block."""
+class Settings(NamedTuple):
+    """(rounds, seconds per block) of forward rows, micro rows, and micro's whole-model rows."""
 
-    forward_rounds: int
-    forward_block_s: float
-    micro_rounds: int
-    micro_block_s: float
-    micro_heavy_rounds: int  # whole-model cases: construction and .to() of 2,000 blocks
-    micro_heavy_block_s: float
+    forward: tuple[int, float]
+    micro: tuple[int, float]
+    heavy: tuple[int, float]  # construction and .to() of 2,000 blocks
 
 
-FULL = Settings(41, 0.010, 15, 0.020, 11, 0.300)
-QUICK = Settings(15, 0.002, 5, 0.005, 2, 0.005)
-# On CUDA, blocks of >= 20 ms timed with CUDA events: the whole plan fits one 9-minute call.
-GPU = Settings(21, 0.020, 15, 0.020, 11, 0.300)
-TINY = Settings(2, 0.001, 2, 0.001, 2, 0.001)  # the GPU plan on a CPU: every code path
+FULL = Settings((41, 0.010), (15, 0.020), (11, 0.300))
+QUICK = Settings((15, 0.002), (5, 0.005), (2, 0.005))
+GPU = Settings((21, 0.020), (15, 0.020), (11, 0.300))  # CUDA events: blocks of >= 20 ms
+TINY = Settings((2, 0.001), (2, 0.001), (2, 0.001))  # the GPU plan on a CPU: every code path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if not args.no_png:
         report.check_plotting()
-    unknown = set(args.parts.split(",")) - set(PARTS)
-    if unknown:
+    args.parts = args.parts.split(",")
+    if unknown := set(args.parts) - set(PARTS):
         raise SystemExit(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(PARTS)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch.cuda.is_available() is False on this machine")
@@ -114,42 +109,28 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     interrupted = ""
-    deadline = started + args.budget_s if args.budget_s else None
     try:
-        if "forward" in args.parts.split(","):
+        if "forward" in args.parts:
             print("forward speed ...", flush=True)
-            timing = (settings.forward_rounds, settings.forward_block_s)
-            run_forward(device, configs, timing, rows, _progress, deadline)
-        if "micro" in args.parts.split(","):
+            deadline = started + args.budget_s if args.budget_s else None
+            run_forward(device, configs, settings.forward, rows, _progress, deadline)
+        if "micro" in args.parts:
             print("micro ...", flush=True)
-            light = (settings.micro_rounds, settings.micro_block_s)
-            heavy = (settings.micro_heavy_rounds, settings.micro_heavy_block_s)
-            run_micro(light, heavy, rows, _progress)
+            run_micro(settings.micro, settings.heavy, rows, _progress)
     except KeyboardInterrupt:
         interrupted = "interrupted: the parts after the last printed line did not run"
         print(interrupted, flush=True)
-
-    clock = (
-        "forward: torch.cuda.Event per block, one synchronize per round; micro: "
-        if device == "cuda"
-        else ""
-    ) + "time.process_time (torch.utils.benchmark.Timer), one torch thread"
-    result = report.build(
-        kind="quick" if args.quick else "tiny gpu plan on cpu" if tiny else f"{plan} plan",
-        machine=machine,
-        settings={
-            **dataclasses.asdict(settings),
-            "plan": plan,
-            "clock": clock,
-            "file_suffix": "-quick" if args.quick else "-gpu-plan" if tiny else "",
-            "budget_s": args.budget_s,
-            "interrupted": interrupted,
-            "command": shlex.join(["python", "-m", "benchmarks", *(argv or sys.argv[1:])]),
-        },
-        rows=rows,
-        notes=notes,
-        duration_s=time.perf_counter() - started,
+    clock = "time.process_time (torch.utils.benchmark.Timer), one torch thread"
+    if device == "cuda":
+        clock = f"forward: torch.cuda.Event per block, one synchronize per round; micro: {clock}"
+    settings_used = {**settings._asdict(), "plan": plan, "clock": clock, "budget_s": args.budget_s}
+    settings_used.update(
+        file_suffix="-quick" if args.quick else "-gpu-plan" if tiny else "",
+        interrupted=interrupted,
+        command=shlex.join(["python", "-m", "benchmarks", *(argv or sys.argv[1:])]),
     )
+    kind = "quick" if args.quick else "tiny gpu plan on cpu" if tiny else f"{plan} plan"
+    result = report.build(kind, machine, settings_used, rows, notes, time.perf_counter() - started)
     paths = report.write_files(result, Path(args.out), png=not args.no_png)
     print(f"\n{report.format_text(result)}\n")
     for path in paths:
@@ -174,9 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
     parser.add_argument("--modes", default="", help="comma-separated forward modes (default: all)")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated parts to run")
-    parser.add_argument(
-        "--budget-s", type=float, default=0.0, help="start no forward job after this many seconds"
-    )
+    parser.add_argument("--budget-s", type=float, default=0, help="no forward job starts after")
     parser.add_argument("--no-png", action="store_true", help="write the JSON and markdown only")
     parser.add_argument("--plot", default="", help="draw the PNG of a results JSON, and exit")
     return parser

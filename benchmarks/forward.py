@@ -1,24 +1,19 @@
 """Forward speed: (c) ``autoreg.Module`` against (b) hand-registered ``nn.Module``, eager, compiled.
 
-Both are built under the same seed (identical weights, checked), moved to the same device and
-dtype, and timed in one process, interleaved (``timing``). Each configuration opens with an A/A
-row: (b) against a second, separately built (and compiled) (b) of its first model. Eager rounds
-of the small models are shared among a few freshly built pairs, so that where one instance's
-tensors happen to lie in memory does not decide the ratio.
+Both sides are built under the same seed (identical parameters, checked) and timed in one process,
+interleaved (``timing``). Each configuration opens with an A/A row: (b) against a second,
+separately built (and compiled) (b). Eager rounds of the small models are shared among a few
+freshly built pairs: where one instance's tensors lie in memory must not decide the ratio.
 
-Custom, because ``torch.utils.benchmark`` has no notion of compilation: before timing, both are
-called in lock-step (same number of calls, so a model that carries state ends in the same state)
-until dynamo's frame count, inductor's CUDA-graph skips and the CUDA-graph recordings stop
-changing. The counters are kept per side for the whole run; a row whose counters differ between
-the sides, or change while timed, fails: its timing would include compilation or recording. One
-more call of each is compared: (c)'s outputs against (b)'s. Graph breaks are counted with
-``torch._dynamo.explain`` on a copy (first and steady-state call). The FX-graph and AOT-autograd
-caches are off while compiling, so that (c) does not reuse the graph inductor compiled for (b).
-
-Under ``mode="reduce-overhead"`` every call starts with ``cudagraph_mark_step_begin()``, and a
-tensor that forward writes to the module (the recurrent cell's state) is a CUDA-graph output that
-the next replay overwrites: after each call the caller copies it into a tensor of its own, at a
-fixed address, and assigns that back (what a user must do; timed for both sides alike).
+Custom, because ``torch.utils.benchmark`` knows nothing of compilation: before timing, both sides
+are called in lock-step until dynamo's frame count, inductor's CUDA-graph skips and the CUDA-graph
+recordings stop changing; a row whose counters differ between the sides, or change while timed,
+fails (its timing would include compiling or recording), as does one whose outputs differ or
+whose (c) has more graph breaks (``torch._dynamo.explain`` on a copy). The FX-graph and
+AOT-autograd caches are off, so that (c) does not reuse (b)'s graph. Under ``reduce-overhead``, a
+tensor forward writes to the module (the recurrent cell's state) is a CUDA-graph output the next
+replay overwrites: after each call the caller copies it into a tensor of its own, at a fixed
+address (what a user must do; timed for both sides alike).
 """
 
 from __future__ import annotations
@@ -117,6 +112,7 @@ def run_forward(
     """
     with _counting_cudagraph_recordings(device):
         for config in configs:
+            # First the A/A row: two separately built (b), the noise floor (Timer has none).
             jobs = [(config.models[0], True)] + [(name, False) for name in config.models]
             for index, (name, control) in enumerate(jobs):
                 label = f"A/A {name}" if control else name
@@ -135,18 +131,15 @@ def run_forward(
                     gc.collect()
                     if device == "cuda":
                         torch.cuda.empty_cache()
-                progress(_line(row))
-
-
-def _line(row: Row) -> str:
-    if row.skipped or row.error:
-        return f"  {row.group:<22} {row.name:<22} {row.status}: {row.skipped or row.error}"
-    q1, median, q3 = row.ratio("control" if row.control else "auto") or (0, 0, 0)
-    return f"  {row.group:<22} {row.name:<22} ratio {median:.3f} [{q1:.3f}, {q3:.3f}]  {row.status}"
+                progress(row.summary())
 
 
 class _Counters:
-    """COUNTERS per side over the whole job, and how many changed while timed (or calibrating)."""
+    """COUNTERS per side over the whole job, and how many changed while timed (or calibrating).
+
+    Custom: ``torch.utils.benchmark`` knows nothing of compilation; these say whether both sides
+    compiled alike and whether a timing includes a compilation or a CUDA-graph recording.
+    """
 
     def __init__(self, sides: tuple[str, str]) -> None:
         self.total = {side: dict.fromkeys(COUNTERS, 0) for side in sides}
@@ -192,12 +185,12 @@ def _job(
                 checks["graph_breaks"] = {s: _graph_breaks(m, inputs) for s, m in models.items()}
             calls = {s: _caller(m, inputs, config.mode, state) for s, m in models.items()}
             for side in sides[::-1] if flip else sides:  # first calls: compilation
-                frames, start = counters.total[side]["dynamo_frames"], time.perf_counter()
+                before, start = counters.total[side]["dynamo_frames"], time.perf_counter()
                 counters.count(side, calls[side])
                 sync()
                 if index == 0 and not eager:
                     checks.setdefault("compile_s", {})[side] = time.perf_counter() - start
-                    compiles = counters.total[side]["dynamo_frames"] - frames
+                    compiles = counters.total[side]["dynamo_frames"] - before
                     checks.setdefault("compiles_first_call", {})[side] = compiles
             frames = {side: counters.total[side]["dynamo_frames"] for side in sides}
             checks["warmup_calls"] = max(checks["warmup_calls"], _warm_up(calls, counters, sync))

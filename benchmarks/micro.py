@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
+import autoreg
+
 from .timing import Row, block_size, cpu_block, interleave, make_timer
 from .zoo import Bases, Factory, Store, variants
 
@@ -185,7 +187,7 @@ def run_micro(
     """Run every case, ``(rounds, seconds per block)`` by weight; rows are appended as they come."""
     for case in CASES:
         rows.append(_run_case(case, *(heavy if case.heavy else light)))
-        progress(_line(rows[-1]))
+        progress(rows[-1].summary())
         gc.collect()  # the setups are gone: the next case starts with only its own modules alive
 
 
@@ -200,14 +202,6 @@ def _run_case(case: Case, rounds: int, block_s: float) -> Row:
     group = "micro, whole model" if case.heavy else "micro"
     row = Row("micro", group, case.label, case.limit, numbers=numbers)
     row.times = interleave(blocks, numbers, rounds, sync=lambda: None)
-    row.checks.update(case=case.name, stmt=case.stmt)
+    alive = sum(isinstance(o, autoreg.AutoRegisterMixin) for o in gc.get_objects())
+    row.checks.update(case=case.name, stmt=case.stmt, autoreg_modules_alive=alive)
     return row
-
-
-def _line(row: Row) -> str:
-    (q1, median, q3), control = row.ratio() or (0, 0, 0), row.ratio("control") or (0, 0, 0)
-    hand, auto = row.measurement("hand"), row.measurement("auto")
-    return (
-        f"  {row.name:<58} ratio {median:.3f} [{q1:.3f}, {q3:.3f}]  A/A {control[1]:.3f}  "
-        f"nn.Module {hand.median * 1e6:.2f} us  autoreg {auto.median * 1e6:.2f} us  {row.status}"
-    )

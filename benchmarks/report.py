@@ -32,14 +32,6 @@ __all__ = ["build", "check_plotting", "describe_machine", "format_text", "plot",
 
 SCHEMA = 3
 _REPO = Path(__file__).resolve().parent.parent
-STRUCTURAL = {
-    "RecurrentCell": "(b) keeps its state in a buffer: every read goes through "
-    "nn.Module.__getattr__ and every write through nn.Module.__setattr__; (c) carries it in "
-    "__dict__: a plain attribute read and autoreg's short path for a carried tensor.",
-    "AnchorPyramid": "(b) holds one buffer per list or dict entry and rebuilds the list and the "
-    "dict through properties on every read; (c) reads its carried list and dict from __dict__.",
-}
-"""Models whose (b) reads or writes its tensors through different code than (c), by design."""
 
 
 def describe_machine(device: str) -> dict[str, Any]:
@@ -86,7 +78,7 @@ def _commit() -> str:
 
 
 def build(
-    *, kind: str, machine: dict[str, Any], settings: dict[str, Any], rows: Sequence[Row],
+    kind: str, machine: dict[str, Any], settings: dict[str, Any], rows: Sequence[Row],
     notes: list[str], duration_s: float,
 ) -> dict[str, Any]:  # fmt: skip
     """Everything the files and stdout show, as JSON-ready data."""
@@ -154,13 +146,15 @@ def _notes(item: dict[str, Any], items: list[dict[str, Any]]) -> str:
     if item["error"] or item["skipped"]:
         return (item["error"] or item["skipped"])[:100]
     if item["part"] == "micro":
-        if checks.get("case") != "to_per_layer_2000":
+        case = checks.get("case", "")
+        if not case.startswith("to_per_layer"):
             return ""
-        (small,) = [i for i in items if i["checks"].get("case") == "to_per_layer_100"] or [None]
-        if small is None:
-            return ""
-        grow = {s: item["median_s"][s] / small["median_s"][s] for s in ("hand", "auto")}
-        return f"per call vs 100 alive: (b) x{grow['hand']:.2f}, (c) x{grow['auto']:.2f}"
+        note = f"{checks['autoreg_modules_alive']} autoreg modules alive"
+        small = next((i for i in items if i["checks"].get("case") == "to_per_layer_100"), None)
+        if case == "to_per_layer_2000" and small and small["median_s"]:
+            grow = {s: item["median_s"][s] / small["median_s"][s] for s in ("hand", "auto")}
+            note += f"; per call vs 100 alive: (b) x{grow['hand']:.2f}, (c) x{grow['auto']:.2f}"
+        return note
     parts = [f"autoreg calls/fwd {checks['autoreg_calls']}"] if "autoreg_calls" in checks else []
     if "graph_breaks" in checks:
         sides = list(checks["counters"])
@@ -222,11 +216,11 @@ def format_markdown(report: dict[str, Any]) -> str:
         f"**Method:** every row times (b), the hand-written `nn.Module`, against (c), the same "
         f"class body on autoreg, in one process, interleaved in rotating palindromes (A B B A, "
         f"B A A B; micro: with a second (b) as A/A control, A B C C B A, ...) of blocks sized "
-        f"by `Timer.blocked_autorange`; forward: {s['forward_rounds']} rounds of "
-        f"{s['forward_block_s'] * 1000:g} ms blocks, after a lock-step warm-up until the dynamo "
-        f"and CUDA-graph counters stop changing; micro: {s['micro_rounds']} rounds of "
-        f"{s['micro_block_s'] * 1000:g} ms blocks ({s['micro_heavy_rounds']} of "
-        f"{s['micro_heavy_block_s'] * 1000:g} ms for whole models). Clock: {s['clock']}. "
+        f"by `Timer.blocked_autorange`; forward: {s['forward'][0]} rounds of "
+        f"{s['forward'][1] * 1000:g} ms blocks, after a lock-step warm-up until the dynamo "
+        f"and CUDA-graph counters stop changing; micro: {s['micro'][0]} rounds of "
+        f"{s['micro'][1] * 1000:g} ms blocks ({s['heavy'][0]} of {s['heavy'][1] * 1000:g} ms "
+        f"for whole models). Clock: {s['clock']}. "
         f"Ratio: median over rounds of (c)/(b) [interquartile range]. A target is met when the "
         f"median is at most its limit. Command: `{s['command']}`; took {report['duration_s']} s.",
         "", *(f"- {note}" for note in report["notes"]), "",
@@ -245,11 +239,8 @@ def format_markdown(report: dict[str, Any]) -> str:
         "CUDA within tolerance where a kernel is nondeterministic).",
         "- **autoreg calls/fwd**: Python functions of autoreg entered during one steady-state "
         "eager forward of (c); 0 means no autoreg code runs in forward.",
-        *(f"- **{name}** runs different code in (b) by design: {why}"
-          for name, why in STRUCTURAL.items() if name in names),
         *(["", "## Models", ""] if specs else []),
-        *(f"- **{spec.name}**: {spec.about}" + (f". (b): {spec.hand_note}" if spec.hand_note
-          else "") for spec in specs),
+        *(f"- **{spec.name}**: {spec.about} {spec.hand_note}".rstrip() for spec in specs),
         "",
     ]  # fmt: skip
     if s.get("interrupted"):

@@ -5,19 +5,17 @@ descheduled by other processes does not count), ``Timer.blocked_autorange`` cali
 calls fill a block, and ``Measurement`` holds each side's per-round times (median, IQR; ``Compare``
 prints them). What is custom here, and why:
 
-- **The order.** Rows compare sides (``hand``: the hand-registered ``nn.Module``; ``auto``: the
-  autoreg version; ``control``: a second, separately built ``hand``), timed in the same process,
-  interleaved: each round runs one block of each side in a rotating palindrome (A B B A, then
-  B A A B; with a control A B C C B A, then B C A A C B, ...), so that every side sees the same
-  drift and the same neighbours. ``blocked_autorange`` would time one side after the other, and a
-  drift between them would read as a ratio. The A/A ratio (control / hand) is the noise floor.
-- **CUDA events.** On CUDA, a block is timed with CUDA events and read once the round has
-  synchronized. ``Timer``'s CUDA clock synchronizes before each reading; a synchronize around
-  every block of a few milliseconds pulled the ratios toward 1.00.
+- **The order** (``interleave``). Rows compare sides (``hand``: the hand-registered
+  ``nn.Module``; ``auto``: the autoreg version; ``control``: a second, separately built ``hand``)
+  in one process, each round one block of each side in a rotating palindrome (A B B A, then
+  B A A B; with a control A B C C B A, then B C A A C B, ...).
+- **The A/A control.** ``Timer`` has none: the ratio control / hand is the noise floor.
+- **CUDA events** (``cuda_block``), read once per round.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -57,7 +55,11 @@ def cpu_block(timer: Timer, number: int) -> Block:
 
 
 def cuda_block(call: Callable[[], Any], number: int) -> Block:
-    """CUDA events around ``number`` calls, no synchronize (see the module docstring)."""
+    """CUDA events around ``number`` calls, read after the round's one synchronize.
+
+    Custom: ``Timer``'s CUDA clock synchronizes at every reading, and a synchronize around each
+    block of a few milliseconds pulled the ratios toward 1.00.
+    """
 
     def run() -> Callable[[], float]:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -73,14 +75,23 @@ def cuda_block(call: Callable[[], Any], number: int) -> Block:
 def interleave(
     blocks: dict[str, Block], numbers: dict[str, int], rounds: int, sync: Callable[[], None]
 ) -> dict[str, list[float]]:
-    """Seconds per run of each side, one value per round, the sides in rotating palindromes."""
+    """Seconds per run of each side, one value per round, the sides in rotating palindromes.
+
+    Custom: ``blocked_autorange`` times one statement after the other, and a drift between them
+    (another process, frequency, the allocator) would read as a ratio; interleaved, every side
+    sees the same drift and the same neighbours.
+    """
     sides = list(blocks)
     per_run: dict[str, list[float]] = {side: [] for side in sides}
     for index in range(rounds):
         shift = index % len(sides)
         order = sides[shift:] + sides[:shift]
-        pending = [(side, blocks[side]()) for side in order + order[::-1]]
-        sync()
+        gc.disable()  # as timeit does, for either clock; collected between rounds
+        try:
+            pending = [(side, blocks[side]()) for side in order + order[::-1]]
+            sync()
+        finally:
+            gc.enable()
         for side in sides:
             spent = sum(read() for name, read in pending if name == side)
             per_run[side].append(spent / (2 * numbers[side]))
@@ -120,6 +131,14 @@ class Row:
             return ratios[0], ratios[0], ratios[0]
         q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
         return q1, median, q3
+
+    def summary(self) -> str:
+        """One line of progress."""
+        head = f"  {f'{self.group}: {self.name}':<62}"
+        if self.skipped or self.error:
+            return f"{head} {self.status}: {self.skipped or self.error}"
+        q1, median, q3 = self.ratio("control" if self.control else "auto") or (0.0, 0.0, 0.0)
+        return f"{head} ratio {median:.3f} [{q1:.3f}, {q3:.3f}]  {self.status}"
 
     @property
     def status(self) -> str:

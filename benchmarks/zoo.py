@@ -65,7 +65,7 @@ class ModelSpec:
     name: str
     factory: Factory
     make_inputs: Callable[[int], Inputs]
-    hand_note: str = ""  # how ``hand`` holds its tensors, where it is not one buffer each
+    hand_note: str = ""  # where ``hand`` holds its tensors otherwise than one buffer each
     # Tensors forward writes to the module. Under mode="reduce-overhead" they are CUDA-graph
     # outputs, which the next replay overwrites: the caller must keep them outside the graph.
     state_written_in_forward: tuple[str, ...] = ()
@@ -292,8 +292,9 @@ def _box_coder() -> tuple[torch.Tensor, torch.Tensor]:
 @_model(
     "AnchorPyramid",
     lambda batch: tuple(_inputs(FEATURES, grid, grid)(batch)[0] for grid, _ in PYRAMID),
-    hand_note="one buffer per list/dict entry (anchors_0, box_coder_std, ...), read back "
-    "through properties that rebuild the list and the dict",
+    hand_note="(b) holds one buffer per list or dict entry (anchors_0, box_coder_std, ...) and "
+    "rebuilds the list and the dict through properties on every read; (c) reads its carried "
+    "list and dict from __dict__",
 )
 def _pyramid(bases: Bases, store: Store) -> type[nn.Module]:
     class AnchorPyramid(*bases):
@@ -329,8 +330,9 @@ RNN_INPUT, RNN_HIDDEN = 32, 64
 @_model(
     "RecurrentCell",
     _inputs(RNN_INPUT),
-    hand_note="state: register_buffer('state', None, persistent=False) in __init__, then "
-    "reassigned in forward (nn.Module stores it in _buffers)",
+    hand_note="(b) registers register_buffer('state', None, persistent=False) in __init__: "
+    "every read in forward goes through nn.Module.__getattr__, every write through "
+    "nn.Module.__setattr__; (c) carries it in __dict__",
     state_written_in_forward=("state",),
 )
 def _recurrent(bases: Bases, store: Store) -> type[nn.Module]:
