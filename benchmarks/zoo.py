@@ -437,8 +437,7 @@ overhead on a GPU; this one is kernels."""
 
 def by_name(name: str) -> ModelSpec:
     """The zoo model called ``name`` (one of MODELS, or LARGE)."""
-    for spec in (*MODELS, LARGE):
-        if spec.name == name:
-            return spec
-    known = ", ".join(spec.name for spec in (*MODELS, LARGE))
-    raise KeyError(f"no zoo model {name!r}; known: {known}")
+    specs = {spec.name: spec for spec in (*MODELS, LARGE)}
+    if name not in specs:
+        raise KeyError(f"no zoo model {name!r}; known: {', '.join(specs)}")
+    return specs[name]
