@@ -202,6 +202,6 @@ def _run_case(case: Case, rounds: int, block_s: float) -> Row:
     group = "micro, whole model" if case.heavy else "micro"
     row = Row("micro", group, case.label, case.limit, numbers=numbers)
     row.times = interleave(blocks, numbers, rounds, sync=lambda: None)
-    alive = sum(isinstance(o, autoreg.AutoRegisterMixin) for o in gc.get_objects())
+    alive = sum(issubclass(type(o), autoreg.AutoRegisterMixin) for o in gc.get_objects())
     row.checks.update(case=case.name, stmt=case.stmt, autoreg_modules_alive=alive)
     return row

@@ -220,7 +220,7 @@ def format_markdown(report: dict[str, Any]) -> str:
         f"{s['forward'][1] * 1000:g} ms blocks, after a lock-step warm-up until the dynamo "
         f"and CUDA-graph counters stop changing; micro: {s['micro'][0]} rounds of "
         f"{s['micro'][1] * 1000:g} ms blocks ({s['heavy'][0]} of {s['heavy'][1] * 1000:g} ms "
-        f"for whole models). Clock: {s['clock']}. "
+        f"for whole models), run first, before anything is compiled. Clock: {s['clock']}. "
         f"Ratio: median over rounds of (c)/(b) [interquartile range]. A target is met when the "
         f"median is at most its limit. Command: `{s['command']}`; took {report['duration_s']} s.",
         "", *(f"- {note}" for note in report["notes"]), "",
