@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import subprocess
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,8 @@ def format_markdown(report: dict[str, Any]) -> str:
         "- **autoreg calls/fwd**: Python functions of autoreg entered during one steady-state "
         "eager forward of (c); 0 means no autoreg code runs in forward.",
         *(["", "## Models", ""] if specs else []),
-        *(f"- **{spec.name}**: {spec.about} {spec.hand_note}".rstrip() for spec in specs),
+        *(f"- **{spec.name}**: {spec.about} {spec.hand_note}." if spec.hand_note
+          else f"- **{spec.name}**: {spec.about}" for spec in specs),
         "",
     ]  # fmt: skip
     if s.get("interrupted"):
@@ -278,6 +280,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for y, item in enumerate(reversed(items)):
         q1, median, q3 = item["ratio"]
         ax.errorbar([median], [y], xerr=[[median - q1], [q3 - median]], fmt="o", color="tab:blue")
+        ax.annotate(f"{median:.3f}", (q3, y), xytext=(4, -2), textcoords="offset points", size=6)
         floor = item["control_ratio"] or controls.get(item["group"])
         if floor:
             ax.plot([floor[1]], [y], marker="x", color="tab:gray")
@@ -287,7 +290,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.tick_params(axis="y", labelsize=7)
     ax.axvline(1.0, color="0.3", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_title(f"autoreg / hand-written ({report['kind']})\n{header(report)}", fontsize=7)
+    title = textwrap.fill(
+        f"autoreg / hand-written, median [IQR] ({report['kind']}): {header(report)}"
+    )
+    ax.set_title(title, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
