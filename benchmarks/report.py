@@ -44,7 +44,7 @@ def describe_machine(device: str) -> dict[str, Any]:
         "device": device,
         "cpu": next((ln.split(":")[1].strip() for ln in lines if ln.startswith("Model name")), "?"),
         "cpu_count": os.cpu_count(),
-        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
+        "gpu": _gpu() if device == "cuda" else None,
         "torch_threads": torch.get_num_threads(),
         "tf32": {
             "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -57,6 +57,13 @@ def describe_machine(device: str) -> dict[str, Any]:
         "datetime_utc": now.isoformat(timespec="seconds"),
         "collect_env": env,
     }
+
+
+def _gpu() -> str:
+    """The GPU's name, compute capability and memory (``collect_env`` names it only)."""
+    properties = torch.cuda.get_device_properties(0)
+    memory = f"{properties.total_memory / 2**30:.0f} GiB"
+    return f"{properties.name} (sm {properties.major}.{properties.minor}, {memory})"
 
 
 def _source_digest() -> str:
@@ -91,6 +98,7 @@ def build(
             status=row.status,
             ratio=row.ratio("control" if row.control else "auto"),
             control_ratio=row.ratio("control"),
+            diff_s=row.diff("control" if row.control else "auto"),
             median_s={s: row.measurement(s).median for s in row.times} if timed else {},
             iqr_s={s: row.measurement(s).iqr for s in row.times} if timed else {},
         )
@@ -132,13 +140,14 @@ def _ratio_cell(ratio: list[float] | None) -> str:
     return "" if ratio is None else f"{ratio[1]:.3f} [{ratio[0]:.3f}, {ratio[2]:.3f}]"
 
 
-def _time_cell(seconds: float | None) -> str:
+def _time_cell(seconds: float | None, signed: bool = False) -> str:
     if seconds is None:
         return ""
+    sign = ("-" if seconds < 0 else "+") if signed else ""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.0f} ns"
+        if abs(seconds) >= scale:
+            return f"{sign}{abs(seconds) / scale:.3g} {unit}"
+    return f"{sign}{abs(seconds) * 1e9:.0f} ns"
 
 
 def _notes(item: dict[str, Any], items: list[dict[str, Any]]) -> str:
@@ -177,10 +186,12 @@ def ratio_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             f"{floor[1]:.3f}" if floor and not item["control"] else "",
             _time_cell(item["median_s"].get("hand")),
             _time_cell(item["median_s"].get("auto") or item["median_s"].get("control")),
+            _time_cell(item["diff_s"], signed=True),
             "" if item["limit"] is None else f"<= {item['limit']:.2f}",
             item["status"], _notes(item, items),
         ])  # fmt: skip
-    headers = ["group", "row", "ratio median [IQR]", "A/A", "(b)", "(c)", "target", "status"]
+    headers = ["group", "row", "ratio median [IQR]", "A/A", "(b)", "(c)", "(c)-(b)", "target"]
+    headers.append("status")
     return [*headers, "notes"], rows
 
 

@@ -16,6 +16,7 @@ prints them). What is custom here, and why:
 from __future__ import annotations
 
 import gc
+import operator
 import statistics
 import time
 from collections.abc import Callable
@@ -122,15 +123,24 @@ class Row:
         )  # fmt: skip
         return Measurement(number_per_run=1, raw_times=self.times[side], task_spec=spec)
 
+    def _per_round(self, side: str, combine: Callable[[float, float], float]) -> list[float]:
+        """``combine(side's time, hand's time)`` per round; empty if not timed."""
+        if side not in self.times or "hand" not in self.times:
+            return []
+        return [combine(s, h) for s, h in zip(self.times[side], self.times["hand"], strict=True)]
+
     def ratio(self, side: str = "auto") -> tuple[float, float, float] | None:
         """Quartiles (q1, median, q3) over the rounds of ``side`` / hand; None if not timed."""
-        if side not in self.times or not self.times.get("hand"):
-            return None
-        ratios = [s / h for s, h in zip(self.times[side], self.times["hand"], strict=True)]
-        if len(ratios) == 1:
-            return ratios[0], ratios[0], ratios[0]
+        ratios = self._per_round(side, operator.truediv)
+        if len(ratios) < 2:
+            return (ratios[0],) * 3 if ratios else None
         q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
         return q1, median, q3
+
+    def diff(self, side: str = "auto") -> float | None:
+        """Median over the rounds of ``side`` - hand, in seconds per run; None if not timed."""
+        diffs = self._per_round(side, operator.sub)
+        return statistics.median(diffs) if diffs else None
 
     def summary(self) -> str:
         """One line of progress."""

@@ -266,6 +266,15 @@ def test_status_is_met_when_the_median_is_at_most_the_limit(row: timing.Row, sta
     assert row.status == status
 
 
+def test_a_row_gives_quartiles_of_the_ratios_and_the_median_difference():
+    row = timing.Row("micro", "micro", "op")
+    row.times = {"hand": [1.0, 2.0, 4.0, 1.0, 1.0], "auto": [1.0, 3.0, 2.0, 1.5, 0.5]}
+    assert row.ratio() == (0.5, 1.0, 1.5)  # ratios 1, 1.5, 0.5, 1.5, 0.5
+    assert row.diff() == 0.0  # differences 0, 1, -2, 0.5, -0.5
+    assert row.ratio("control") is None
+    assert row.measurement("auto").median == 1.5
+
+
 def test_sides_are_timed_in_rotating_palindromes():
     order: list[str] = []
 
