@@ -1,29 +1,26 @@
 #!/usr/bin/env bash
 # The GPU benchmark in one call, about 8 minutes: bash benchmarks/gpu_run.sh [COPY_TO_DIR]
 #
-# Runs `python -m benchmarks --plan gpu --device cuda --parts move,speed` (the move check with
-# .to("cuda"), then forward speed: eager, torch.compile(mode="reduce-overhead") and torch.compile,
-# small models and LayerBlock4096; the micro benchmarks are CPU-only and not run here) and writes
-# benchmarks/results/cuda-<date>.{json,md,png}, naming the GPU, driver, torch, CUDA and Python
-# versions, plus cuda-<date>.log, the console output. With COPY_TO_DIR, copies those files there.
+# 1. The move check with .to("cuda"): pytest tests/benchmarks/test_zoo_moves.py (said and skipped
+#    where pytest is not installed).
+# 2. `python -m benchmarks --plan gpu --device cuda --parts forward`: eager,
+#    torch.compile(mode="reduce-overhead") and torch.compile, small models and TransformerBlock4096
+#    (the micro benchmarks are CPU-only). It writes $RESULTS_DIR/cuda-<date>.{json,md,png}
+#    (default benchmark-results/, git-ignored), naming the GPU, driver, torch, CUDA and Python, and
+#    cuda-<date>.log, the console output. With COPY_TO_DIR, copies those files there.
 #
-# Assumes, and installs nothing (the GPU machine may have no network):
-# - an NVIDIA GPU that `python3` (or $PYTHON) sees: Python >= 3.11 with a CUDA build of torch;
-#   checked first, with a clear message and exit status 3 when not;
-# - matplotlib for the PNG; without it the run goes on with --no-png, and
-#   `python -m benchmarks --plot benchmarks/results/cuda-<date>.json` draws it later, anywhere;
-# - autoreg comes from this checkout: the repository root is the working directory.
-# Time: no forward job starts after BUDGET_S seconds (default 390; the rest are reported as
-# skipped), and at LIMIT_S seconds (default 470) the run is interrupted with SIGINT, which still
-# writes what was measured. Exit status: the benchmark's (124 or 130 if interrupted).
-# DEVICE=cpu rehearses the script without a GPU: the GPU plan at tiny sizes, cpu-<date>-gpu-plan.*.
+# Installs nothing (the GPU machine may have no network). Needs python3 (or $PYTHON) >= 3.11 with a
+# CUDA build of torch that sees the GPU: checked first (exit status 3 when not). Without
+# matplotlib the run writes no PNG (`python -m benchmarks --plot FILE.json` draws it later).
+# No forward job starts after BUDGET_S seconds (default 390; the rest are reported as skipped);
+# at LIMIT_S (default 470) the run is interrupted with SIGINT and still writes what it measured.
+# Exit status: the benchmark's (124 or 130 if interrupted). DEVICE=cpu rehearses the script
+# without a GPU: the GPU plan at tiny sizes, cpu-<date>-gpu-plan.*.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
-budget=${BUDGET_S:-390}
-limit=${LIMIT_S:-470}
-results=${RESULTS_DIR:-benchmarks/results}
+results=${RESULTS_DIR:-benchmark-results}
 export PYTHONUNBUFFERED=1
 
 "$python" - "$device" <<'EOF' || exit 3
@@ -37,11 +34,8 @@ except ImportError as error:
     sys.exit(f"gpu_run.sh: {sys.executable} cannot import torch ({error}); set PYTHON")
 if sys.argv[1] == "cuda" and not torch.cuda.is_available():
     sys.exit(f"gpu_run.sh: torch {torch.__version__} ({torch.__file__}) sees no CUDA device")
-print(
-    f"gpu_run.sh: Python {sys.version.split()[0]}, torch {torch.__version__}, "
-    f"CUDA {torch.version.cuda}, "
-    + (torch.cuda.get_device_name(0) if sys.argv[1] == "cuda" else "rehearsal on the CPU")
-)
+where = torch.cuda.get_device_name(0) if sys.argv[1] == "cuda" else "rehearsal on the CPU"
+print(f"gpu_run.sh: Python {sys.version.split()[0]}, torch {torch.__version__}, {where}")
 EOF
 
 extra=()
@@ -54,24 +48,22 @@ nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,temperatu
 
 mkdir -p "$results"
 log=$(mktemp)
-timeout --signal=INT --kill-after=30 "$limit" \
-    "$python" -m benchmarks --plan gpu --device "$device" --parts move,speed \
-    --budget-s "$budget" --out "$results" ${extra[@]+"${extra[@]}"} 2>&1 | tee "$log"
+if "$python" -c "import pytest" 2>/dev/null; then
+    "$python" -m pytest -q -p no:cacheprovider tests/benchmarks/test_zoo_moves.py 2>&1 | tee "$log"
+else
+    echo "gpu_run.sh: pytest missing: the move check (tests/benchmarks/test_zoo_moves.py) skipped" |
+        tee "$log"
+fi
+timeout --signal=INT --kill-after=30 "${LIMIT_S:-470}" \
+    "$python" -m benchmarks --plan gpu --device "$device" --parts forward \
+    --budget-s "${BUDGET_S:-390}" --out "$results" ${extra[@]+"${extra[@]}"} 2>&1 | tee -a "$log"
 status=${PIPESTATUS[0]}
 
 json=$(grep -o "^wrote .*\.json$" "$log" | tail -1 | cut -c7-)
-if [ -n "$json" ]; then
-    cat "$log" >"${json%.json}.log"
-    if [ $# -ge 1 ]; then
-        mkdir -p "$1"
-        cp "${json%.json}".* "$1"/
-    fi
-else
-    echo "gpu_run.sh: no result files written (exit status $status)"
-    if [ $# -ge 1 ]; then
-        mkdir -p "$1"
-        cat "$log" >"$1/cuda-run.log"
-    fi
+if [ -n "$json" ]; then cp "$log" "${json%.json}.log"; else echo "gpu_run.sh: no results ($status)"; fi
+if [ $# -ge 1 ]; then
+    mkdir -p "$1"
+    if [ -n "$json" ]; then cp "${json%.json}".* "$1"/; else cp "$log" "$1/cuda-run.log"; fi
 fi
 rm -f "$log"
 exit "$status"
