@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from ._config import Mode
-from ._contract import TENSORS, Kind, decide, kind_of, situation
+from ._contract import HELD, decide, kind_of, situation
 from ._errors import AutoRegisterWarning
 from ._messages import NOT_CONVERTED, describe
 from ._record import ClassRecord
@@ -50,18 +50,18 @@ def carried(module: nn.Module, name: str, value: object) -> bool:
     """Whether ``.to()`` converts ``value``, held in ``module.__dict__[name]``."""
     record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
     d = module.__dict__
-    s = situation(record, d, name, value, d.get(role_key(name)), compiling=False)
+    s = situation(record, d, name, value, d.get(role_key(name)), False)
     return decide(record, s, compiling=False).moves
 
 
 def carried_values(module: nn.Module) -> dict[str, Any]:
     """The values ``module`` (an autoreg instance) carries, by name."""
+    d = module.__dict__
     found: dict[str, Any] = {}
-    for name, value in module.__dict__.items():
-        if name in MODULE_INTERNALS or name.startswith(OWN_KEYS):
-            continue
-        kind = kind_of(value)
-        if (kind in TENSORS or kind is Kind.CONTAINER) and carried(module, name, value):
+    for name in d.keys() - MODULE_INTERNALS:  # in C: nn.Module's own keys are most of them
+        value = d[name]
+        held = kind_of(value) in HELD and not name.startswith(OWN_KEYS)
+        if held and carried(module, name, value):
             found[name] = value
     return found
 
@@ -86,110 +86,99 @@ def apply(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> An
         if key in conversion.tree:  # that conversion converts what this module carries
             if key in conversion.carriers:
                 conversion.reached.add(key)
-            return _call(apply_next, module, fn, recurse)
-    tree = _tree(module) if recurse else [module]
-    conversion = Conversion(fn, tree)
+            return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
+    conversion = Conversion(module, recurse)
     if key in conversion.carriers:
         conversion.reached.add(key)
     running.append(conversion)
     try:
-        result = _call(apply_next, module, conversion if conversion.carriers else fn, recurse)
+        # recurse is passed on only when unset, as nn.Module does, so that overrides written
+        # before it existed (torchmetrics' Metric._apply) keep working.
+        result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     finally:
         running.remove(conversion)
-    conversion.finish()
+    conversion.finish(fn)
     return result
 
 
-def _call(apply_next: Any, module: nn.Module, fn: _ApplyFn, recurse: bool) -> Any:
-    # recurse is passed on only when unset, as nn.Module does, so that overrides written before
-    # it existed (torchmetrics' Metric._apply) keep working.
-    return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
-
-
-def _tree(root: nn.Module) -> list[nn.Module]:
-    """The modules ``.to()`` recurses into from ``root``, each once (``root.modules()`` without
-    the prefixes ``named_modules`` builds)."""
-    found = [root]
-    seen = {id(root)}
-    for module in found:
-        for child in module._modules.values():
-            if child is not None and id(child) not in seen:
-                seen.add(id(child))
-                found.append(child)
-    return found
-
-
 class Conversion:
-    """``fn`` of one ``.to()`` of a tree, remembering what it made of carried tensors."""
+    """One ``.to()`` of a tree: its modules, and what it makes of their carried values.
 
-    __slots__ = ("carriers", "converted", "fn", "parameters", "reached", "tree", "wanted")
+    The tree is what ``.to()`` recurses into from its root (``_modules``, each module once). ``fn``
+    itself is handed to nn.Module untouched. A carried tensor that is also a parameter or buffer
+    of the tree is found, after nn.Module's work, where that parameter or buffer is: its registry
+    holds what nn.Module made of it (or the same tensor, where an ``_apply`` override left it).
+    Any other carried tensor is converted once, however many values hold it.
+    """
 
-    def __init__(self, fn: _ApplyFn, tree: list[nn.Module]) -> None:
-        self.fn = fn
-        self.tree = {id(module) for module in tree}
+    __slots__ = ("carriers", "converted", "positions", "reached", "tree")
+
+    def __init__(self, root: nn.Module, recurse: bool) -> None:
         # id -> (module, names): the modules of the tree that carry something.
         self.carriers: dict[int, tuple[nn.Module, list[str]]] = {}
-        carried_tensors: list[torch.Tensor] = []
-        for module in tree:
-            if getattr(type(module), "__autoreg__", None) is None:
-                continue
-            values = carried_values(module)
-            if values:
-                self.carriers[id(module)] = (module, list(values))
-                carried_tensors.extend(t for v in values.values() for _, t in iter_tensors(v))
+        carried_ids: set[int] = set()
+        modules = [root]
+        self.tree = {id(root)}
+        for module in modules:
+            if type(module).__dict__.get("__autoreg__") is not None:
+                values = carried_values(module)
+                if values:
+                    self.carriers[id(module)] = (module, list(values))
+                    for value in values.values():
+                        if isinstance(value, torch.Tensor):
+                            carried_ids.add(id(value))
+                        else:
+                            carried_ids.update(id(t) for _, t in iter_tensors(value))
+            if recurse:
+                for child in module._modules.values():
+                    if child is not None and id(child) not in self.tree:
+                        self.tree.add(id(child))
+                        modules.append(child)
         self.reached: set[int] = set()  # the carriers whose _apply this call reached
-        self.wanted = {id(t) for t in carried_tensors if not isinstance(t, nn.Parameter)}
+        # id -> (registry, key): the carried tensors that are parameters or buffers of the tree.
+        self.positions: dict[int, tuple[dict[str, Any], str]] = {}
+        if carried_ids:
+            for module in modules:
+                for registry in (module._parameters, module._buffers):
+                    for name, tensor in registry.items():
+                        if id(tensor) in carried_ids:
+                            self.positions.setdefault(id(tensor), (registry, name))
         # id -> (original, converted); the original is kept alive, so its id stays its own.
         self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        # Parameters held in carried containers: nn.Module may replace a parameter by a new one,
-        # and the container must then hold the one in the module.
-        self.parameters: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
-        held = {id(t) for t in carried_tensors if isinstance(t, nn.Parameter)}
-        if held:
-            for key, entry in registered_tensors(tree).items():
-                if key in held:
-                    self.parameters[key] = entry
 
-    def __repr__(self) -> str:
-        return repr(self.fn)  # torchmetrics' Metric._apply reads str(fn) to recognise .half()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.fn, name)  # __name__, __qualname__, ...: those of fn
-
-    def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
-        new = self.fn(tensor)
-        if id(tensor) in self.wanted:
-            self.converted[id(tensor)] = (tensor, new)
-        return new
-
-    def convert(self, tensor: torch.Tensor) -> torch.Tensor:
+    def convert(self, fn: _ApplyFn, tensor: torch.Tensor) -> torch.Tensor:
         """The converted tensor for a carried one: one per original within the call."""
-        if isinstance(tensor, nn.Parameter):
-            entry = self.parameters.get(id(tensor))
-            return entry[1][entry[2]] if entry is not None else tensor  # not autoreg's to move
+        position = self.positions.get(id(tensor))
+        if position is not None:
+            registry, name = position
+            return registry[name]  # type: ignore[no-any-return]
+        if isinstance(tensor, nn.Parameter) or (tensor.requires_grad and tensor.is_leaf):
+            return tensor  # a weight (row 6), or another module's parameter: not autoreg's
         done = self.converted.get(id(tensor))
         if done is not None:
             return done[1]
-        if tensor.requires_grad and tensor.is_leaf:
-            return tensor  # row 6 holds inside a container too: a weight is not autoreg's
-        new = self.fn(tensor)
+        new = fn(tensor)
         self.converted[id(tensor)] = (tensor, new)
         return new
 
-    def move(self, value: Any) -> Any:
-        """A tuple with its own ``.to()`` (a ``PackedSequence``), moved by it: to the device and
-        dtype ``fn`` gives its first tensor."""
-        first = next((t for _, t in iter_tensors(value)), None)
-        if first is None:
-            return value
-        probe = self.convert(first)
-        if probe.device == first.device and probe.dtype == first.dtype:
-            return value
-        return value.to(device=probe.device, dtype=probe.dtype)
-
-    def finish(self) -> None:
+    def finish(self, fn: _ApplyFn) -> None:
         """Convert the carried values of the reached modules; a value that cannot be converted
         stays as it is (warn mode says so)."""
+
+        def convert(tensor: torch.Tensor) -> torch.Tensor:
+            return self.convert(fn, tensor)
+
+        def move(value: Any) -> Any:
+            """A tuple with its own ``.to()`` (a ``PackedSequence``), moved by it: to the device
+            and dtype ``fn`` gives its first tensor."""
+            first = next((t for _, t in iter_tensors(value)), None)
+            if first is None:
+                return value
+            probe = convert(first)
+            if probe.device == first.device and probe.dtype == first.dtype:
+                return value
+            return value.to(device=probe.device, dtype=probe.dtype)
+
         updates: list[tuple[dict[str, Any], str, Any]] = []
         for key in self.reached:
             module, names = self.carriers[key]
@@ -200,9 +189,9 @@ class Conversion:
                     continue
                 try:
                     if isinstance(value, torch.Tensor):
-                        new = self.convert(value)
+                        new = convert(value)
                     else:
-                        new = map_tensors(value, self.convert, self.move)
+                        new = map_tensors(value, convert, move)
                 except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
                     _not_converted(module, name, value, error)
                     continue

@@ -78,8 +78,10 @@ def _constructing(method: Any) -> Callable[..., Any]:
         try:
             result = call(self, *args, **kwargs)
         finally:
-            self.__dict__.pop(CONSTRUCTING, None)
-        _register_pending(self)
+            d = self.__dict__
+            d.pop(CONSTRUCTING, None)
+        if PENDING in d:
+            _register_pending(self)
         return result
 
     setattr(construct, _MARK, True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeAlias
 
 import torch
 from torch import nn
@@ -45,7 +45,20 @@ from ._state import BUFFER, CONSTRUCTING, FRAMEWORK, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
 __all__ = [
+    "BUFFERS",
+    "CONTAINER",
+    "GRAD_LEAF",
+    "GRAD_RESULT",
+    "HAND_OVER",
+    "HELD",
+    "MODULES",
+    "NONE",
+    "REGISTER",
+    "RELEASE",
+    "STORE",
+    "TENSOR",
     "TENSORS",
+    "UNBUILT",
     "Action",
     "Concern",
     "Decision",
@@ -74,39 +87,48 @@ class Kind(enum.IntEnum):  # IntEnum: hashed in C, situations are dictionary key
     OTHER = 8  # any other value
 
 
-TENSORS: Final = frozenset({Kind.TENSOR, Kind.GRAD_LEAF, Kind.GRAD_RESULT})
-# What nn.Module refuses for a buffer: not a tensor, not None, no __torch_function__ (a torch.fx
-# Proxy while symbolic_trace runs forward).
-_REFUSED_BY_BUFFERS: Final = frozenset({Kind.CONTAINER, Kind.OTHER})
-
-
 class Registry(enum.IntEnum):
     """Where nn.Module keeps the name (None: nowhere)."""
 
-    PARAMETER = 1  # _parameters
-    BUFFER = 2  # _buffers
-    MODULE = 3  # _modules
+    PARAMETERS = 1
+    BUFFERS = 2
+    MODULES = 3
     UNBUILT = 4  # nn.Module.__init__ has not run
 
 
-class Situation(NamedTuple):
-    """Everything ``classify`` reads about one assignment."""
+# The members, bound once: a member looked up through its enum class costs about 0.1 µs, and an
+# assignment reads several.
+EXPLICIT, TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER, NONE, TRACED, OTHER = Kind
+PARAMETERS, BUFFERS, MODULES, UNBUILT = Registry
+TENSORS: Final = frozenset({TENSOR, GRAD_LEAF, GRAD_RESULT})
+HELD: Final = frozenset({TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER})  # what .to() may convert
+# What nn.Module refuses for a buffer: not a tensor, not None, no __torch_function__ (a torch.fx
+# Proxy while symbolic_trace runs forward).
+_REFUSED_BY_BUFFERS: Final = frozenset({CONTAINER, OTHER})
 
-    name: str
-    kind: Kind
-    role: str | None  # the name's role (``_state.role_key``)
-    registry: Registry | None
-    constructing: bool
-    # For a tensor or container under a name nn.Module does not register (else None / False):
-    slot: str | None  # why the name cannot hold a buffer (``slot_kind``)
-    derived: bool  # the weight prune / weight_norm / spectral_norm derive from parameters
+
+# Everything ``classify`` reads about one assignment, a plain tuple (a dictionary key, built on
+# every assignment: a NamedTuple takes a Python-level __new__):
+#   name          the attribute's name
+#   kind          what the value is (``Kind``)
+#   role          the name's role (``_state.role_key``), or None
+#   registry      where nn.Module keeps the name (``Registry``), or None
+#   constructing  whether the module is being built (``_construction``)
+#   slot          why the name cannot hold a buffer (``slot_kind``), or None
+#   derived       whether it is the weight prune / weight_norm / spectral_norm derive
+# slot and derived are facts about a tensor or container under a name nn.Module does not
+# register; for any other assignment they are None and False.
+Situation: TypeAlias = tuple[str, Kind, "str | None", "Registry | None", bool, "str | None", bool]
 
 
 class Action(enum.Enum):
-    EXPLICIT = "nn.Module's behaviour; the name is no longer autoreg's"
+    HAND_OVER = "nn.Module's behaviour; the name is no longer autoreg's"
     RELEASE = "the buffer is unregistered, then the value is assigned afresh"
     STORE = "stored as nn.Module stores it"
     REGISTER = "registered as a buffer"
+
+
+HAND_OVER, RELEASE, STORE, REGISTER = Action
 
 
 class Concern(enum.Enum):
@@ -124,56 +146,61 @@ class Decision(NamedTuple):
     moves: bool = False  # .to() converts the value while it stays there (rows 8 to 11)
     concern: Concern | None = None
     persistent: bool = False
+    always: bool = False  # the concern is raised (strict) or warned about in every mode
 
 
 # The decisions there are, made once: classify returns one of these.
-_EXPLICIT: Final = Decision(1, Action.EXPLICIT)
-_RELEASE: Final = Decision(2, Action.RELEASE)
-_REGISTERED: Final = Decision(3, Action.STORE)
-_FRAMEWORK: Final = Decision(4, Action.STORE)
-_PLAIN: Final = Decision(5, Action.STORE)
-_GRAD: Final = {c: Decision(6, Action.STORE, concern=c) for c in (Concern.GRAD_LEAF, None)}
-_NO_SLOT: Final = {c: Decision(7, Action.STORE, concern=c) for c in (Concern.NO_SLOT, None)}
-_CONTAINER: Final = Decision(8, Action.STORE, True, Concern.CONTAINER)
-_DECLARED: Final = {p: Decision(9, Action.REGISTER, True, persistent=p) for p in (True, False)}
-_CONSTRUCTION: Final = {
-    p: Decision(10, Action.REGISTER, True, Concern.UNDECLARED, p) for p in (True, False)
+_EXPLICIT: Final = Decision(1, HAND_OVER)
+_RELEASE: Final = Decision(2, RELEASE)
+_REGISTERED: Final = Decision(3, STORE)
+_FRAMEWORK: Final = Decision(4, STORE)
+_PLAIN: Final = Decision(5, STORE)
+_GRAD: Final = {
+    Concern.GRAD_LEAF: Decision(6, STORE, concern=Concern.GRAD_LEAF, always=True),
+    None: Decision(6, STORE),
 }
-_CONSTRUCTION_RESULT: Final = Decision(10, Action.STORE, True, Concern.UNDECLARED)
-_RUNTIME: Final = Decision(11, Action.STORE, True, Concern.UNDECLARED)
-_OTHER: Final = Decision(12, Action.STORE)
+_NO_SLOT: Final = {c: Decision(7, STORE, concern=c) for c in (Concern.NO_SLOT, None)}
+_CONTAINER: Final = Decision(8, STORE, True, Concern.CONTAINER)
+_DECLARED: Final = {p: Decision(9, REGISTER, True, persistent=p) for p in (True, False)}
+_CONSTRUCTION: Final = {
+    p: Decision(10, REGISTER, True, Concern.UNDECLARED, p) for p in (True, False)
+}
+_CONSTRUCTION_RESULT: Final = Decision(10, STORE, True, Concern.UNDECLARED)
+_RUNTIME: Final = Decision(11, STORE, True, Concern.UNDECLARED)
+_OTHER: Final = Decision(12, STORE)
 
 
 def classify(record: ClassRecord, s: Situation) -> Decision:
     """The contract row for the assignment described by ``s``, on an instance of ``record``'s
     class. Pure: the same record and situation always give the same decision."""
-    if s.kind is Kind.EXPLICIT:
+    name, kind, role, registry, constructing, slot, derived = s
+    if kind is EXPLICIT:
         return _EXPLICIT
-    if s.role == BUFFER and s.registry is Registry.BUFFER and s.kind in _REFUSED_BY_BUFFERS:
+    if role == BUFFER and registry is BUFFERS and kind in _REFUSED_BY_BUFFERS:
         return _RELEASE
-    if s.registry is not None and s.registry is not Registry.UNBUILT:
+    if registry is not None and registry is not UNBUILT:
         return _REGISTERED
-    if s.role == FRAMEWORK:
+    if role == FRAMEWORK:
         return _FRAMEWORK
-    tensor = s.kind in TENSORS
-    if not (tensor or s.kind is Kind.CONTAINER):
+    tensor = kind in TENSORS
+    if not (tensor or kind is CONTAINER):
         return _OTHER
-    declaration = record.declarations.get(s.name)
+    declaration = record.declarations.get(name)
     if declaration is Declaration.PLAIN:
         return _PLAIN
-    if s.kind is Kind.GRAD_LEAF or (tensor and s.derived):
-        leaf = s.kind is Kind.GRAD_LEAF and s.constructing
+    if kind is GRAD_LEAF or (tensor and derived):
+        leaf = kind is GRAD_LEAF and constructing
         return _GRAD[Concern.GRAD_LEAF if leaf else None]
-    if s.slot is not None and (tensor or s.slot in ("internal", "descriptor")):
+    if slot is not None and (tensor or slot in ("internal", "descriptor")):
         # A container is carried under any other name: the instance's __dict__, where it is
         # kept, wins over a class attribute that is no data descriptor.
-        return _NO_SLOT[Concern.NO_SLOT if tensor and s.slot != "descriptor" else None]
-    if s.kind is Kind.CONTAINER:
+        return _NO_SLOT[Concern.NO_SLOT if tensor and slot != "descriptor" else None]
+    if kind is CONTAINER:
         return _CONTAINER
     if declaration is not None:
         return _DECLARED[record.persistence(declaration)]
-    if s.constructing:
-        if s.kind is Kind.GRAD_RESULT:
+    if constructing:
+        if kind is GRAD_RESULT:
             return _CONSTRUCTION_RESULT
         return _CONSTRUCTION[record.persistent]
     return _RUNTIME
@@ -199,7 +226,6 @@ def situation(
     name: str,
     value: object,
     role: str | None,
-    *,
     compiling: bool,
 ) -> Situation:
     """The facts of ``module.name = value``; ``d`` is the module's ``__dict__``, ``role`` the
@@ -208,28 +234,30 @@ def situation(
     parameters = d.get("_parameters")
     registry: Registry | None
     if parameters is None:
-        registry = Registry.UNBUILT
+        registry = UNBUILT
     elif name in parameters:
-        registry = Registry.PARAMETER
+        registry = PARAMETERS
     elif name in d["_buffers"]:
-        registry = Registry.BUFFER
+        registry = BUFFERS
     elif name in d["_modules"]:
-        registry = Registry.MODULE
+        registry = MODULES
     else:
         registry = None
     slot = None
     derived = False
-    if registry is None and kind in _HELD:  # only these consult the class and the parameters
-        slot = slot_kind((record.snapshot,) if compiling else record.namespaces, name)
-        if parameters and kind is not Kind.CONTAINER:
+    if registry is None and kind in HELD:  # only these consult the class and the parameters
+        if compiling:
+            slot = slot_kind((record.snapshot,), name)
+        else:  # a fact about the class: read once per class and name
+            slot = record.slots.get(name, _UNSEEN)
+            if slot is _UNSEEN:
+                slot = record.slots[name] = slot_kind(record.namespaces, name)
+        if parameters and kind is not CONTAINER:
             derived = name + "_orig" in parameters or (
                 name + "_v" in parameters and name + "_g" in parameters
             )
-    constructing = registry is Registry.UNBUILT or CONSTRUCTING in d
-    return Situation(name, kind, role, registry, constructing, slot, derived)
-
-
-_HELD: Final = frozenset({Kind.TENSOR, Kind.GRAD_LEAF, Kind.GRAD_RESULT, Kind.CONTAINER})
+    constructing = registry is UNBUILT or CONSTRUCTING in d
+    return (name, kind, role, registry, constructing, slot, derived)
 
 
 def kind_of(value: object) -> Kind:
@@ -240,35 +268,38 @@ def kind_of(value: object) -> Kind:
         # A plain Tensor is a Parameter or a Buffer only through the flags that their
         # metaclasses' __instancecheck__ read.
         if getattr(value, "_is_param", False) or getattr(value, "_is_buffer", False):
-            return Kind.EXPLICIT
-        return _tensor_kind(value)  # type: ignore[arg-type]
+            return EXPLICIT
+        if not value.requires_grad:  # type: ignore[attr-defined]
+            return TENSOR
+        return GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
     kind = _KINDS_BY_TYPE.get(cls)
     if kind is not None:
         return kind
     if isinstance(value, torch.Tensor):
         if isinstance(value, (nn.Parameter, nn.Buffer)):
-            return Kind.EXPLICIT
+            return EXPLICIT
         return _tensor_kind(value)
     if isinstance(value, nn.Module):
-        return Kind.EXPLICIT
+        return EXPLICIT
     if isinstance(value, CONTAINERS):
-        return Kind.CONTAINER
+        return CONTAINER
     if hasattr(value, "__torch_function__"):
-        return Kind.TRACED
-    return Kind.OTHER
+        return TRACED
+    return OTHER
 
 
+_UNSEEN: Final[Any] = object()
 _KINDS_BY_TYPE: Final[dict[type, Kind]] = {
-    **dict.fromkeys((int, float, bool, str, bytes, complex), Kind.OTHER),
-    type(None): Kind.NONE,
-    **dict.fromkeys((list, tuple, dict), Kind.CONTAINER),
+    **dict.fromkeys((int, float, bool, str, bytes, complex), OTHER),
+    type(None): NONE,
+    **dict.fromkeys((list, tuple, dict), CONTAINER),
 }
 
 
 def _tensor_kind(tensor: torch.Tensor) -> Kind:
     if not tensor.requires_grad:
-        return Kind.TENSOR
-    return Kind.GRAD_LEAF if tensor.is_leaf else Kind.GRAD_RESULT
+        return TENSOR
+    return GRAD_LEAF if tensor.is_leaf else GRAD_RESULT
 
 
 def slot_kind(namespaces: Iterable[Mapping[str, Any]], name: str) -> str | None:

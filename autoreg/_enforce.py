@@ -19,7 +19,7 @@ from torch import nn
 
 from ._carry import loose_tensors
 from ._config import Mode
-from ._contract import Action, Concern, Decision, why_no_buffer_slot
+from ._contract import REGISTER, Concern, Decision, why_no_buffer_slot
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
 from ._messages import (
     GRAD_LEAF,
@@ -70,7 +70,7 @@ def enforce(
         message = WARN_CONTAINER.format(**fields)
     else:
         kind = "persistent" if record.persistent else "non-persistent"
-        if decision.action is Action.REGISTER:
+        if decision.action is REGISTER:
             reason = "it was assigned during construction"
             action = f"register it as a {kind} buffer ({reason})"
             past = f"registered as a {kind} buffer because {reason}"

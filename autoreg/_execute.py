@@ -21,7 +21,21 @@ from torch import nn
 from torch.nn.modules import module as _torch_module
 
 from ._carry import carried
-from ._contract import Action, Decision, Kind, Registry, Situation
+from ._contract import (
+    BUFFERS,
+    GRAD_LEAF,
+    GRAD_RESULT,
+    HAND_OVER,
+    MODULES,
+    NONE,
+    REGISTER,
+    STORE,
+    TENSOR,
+    UNBUILT,
+    Decision,
+    Registry,
+    Situation,
+)
 from ._export import refuse_while_exporting
 from ._record import ClassRecord, record_of
 from ._state import BUFFER, MODEL, PENDING, role_key
@@ -35,65 +49,71 @@ _MODULE_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_module_registration_hooks", {}
 )
 _REGISTER_BUFFER: Final = nn.Module.register_buffer
-_STORED_AS_BUFFERS: Final = frozenset({Kind.TENSOR, Kind.GRAD_LEAF, Kind.GRAD_RESULT, Kind.NONE})
+_STORED_AS_BUFFERS: Final = frozenset({TENSOR, GRAD_LEAF, GRAD_RESULT, NONE})
 _MISSING: Final = object()
 
 
 def execute(
     module: nn.Module, record: ClassRecord, s: Situation, value: Any, decision: Decision
 ) -> None:
-    """Do what ``decision`` says with ``module.<s.name> = value``."""
+    """Do what ``decision`` says with ``module.name = value``, ``s`` its situation."""
+    name, kind, role, registry, constructing, _, _ = s
     action = decision.action
-    if action is Action.STORE:
-        if decision.moves and not s.constructing and s.name not in module.__dict__:
-            refuse_while_exporting(module, s.name, value, "carry")
+    if action is STORE:
+        if decision.moves and not constructing and name not in module.__dict__:
+            refuse_while_exporting(module, name, value, "carry")
         if record.direct:  # nn.Module.__setattr__'s own path, for a value that is no
-            registry = s.registry  # Parameter, nn.Buffer or module
-            if registry is None or registry is Registry.UNBUILT:
-                object.__setattr__(module, s.name, value)  # where it ends for such a name
+            if registry is None or registry is UNBUILT:  # Parameter, nn.Buffer, module
+                object.__setattr__(module, name, value)  # where it ends for such a name
                 return
-            if (
-                registry is Registry.BUFFER
-                and s.kind in _STORED_AS_BUFFERS
-                and _plain_register(module)
-            ):
-                module.__dict__["_buffers"][s.name] = value  # where register_buffer ends, the
+            if registry is BUFFERS and kind in _STORED_AS_BUFFERS and _plain_register(module):
+                module.__dict__["_buffers"][name] = value  # where register_buffer ends, the
                 return  # persistence kept as nn.Module keeps it
-        next_setattr(module, s.name, value)
-    elif action is Action.REGISTER:
-        if not s.constructing:
-            refuse_while_exporting(module, s.name, value, "register")
-        if s.registry is Registry.UNBUILT:  # registered when construction ends
-            object.__setattr__(module, s.name, value)
+        next_setattr(module, name, value)
+    elif action is REGISTER:
+        if not constructing:
+            refuse_while_exporting(module, name, value, "register")
+        if registry is UNBUILT:  # registered when construction ends
+            object.__setattr__(module, name, value)
             pending = module.__dict__.setdefault(PENDING, {})
-            pending[s.name] = decision
+            pending[name] = decision
         else:
-            register(module, s.name, value, decision)
-    elif action is Action.EXPLICIT:
-        _explicit(module, record, s, value)
-    else:  # Action.RELEASE
+            register(module, name, value, decision)
+    elif action is HAND_OVER:
+        _explicit(module, record, name, value, role, registry)
+    else:  # RELEASE
         d = module.__dict__
-        _give_up(module, record, s.name)
-        del d["_buffers"][s.name]
-        d["_non_persistent_buffers_set"].discard(s.name)
-        module.__setattr__(s.name, value)  # afresh: the name holds nothing now
+        _give_up(module, record, name)
+        del d["_buffers"][name]
+        d["_non_persistent_buffers_set"].discard(name)
+        module.__setattr__(name, value)  # afresh: the name holds nothing now
 
 
-def _explicit(module: nn.Module, record: ClassRecord, s: Situation, value: Any) -> None:
+def _explicit(
+    module: nn.Module,
+    record: ClassRecord,
+    name: str,
+    value: Any,
+    role: str | None,
+    registry: Registry | None,
+) -> None:
     """Row 1: nn.Module's behaviour, after autoreg gives the name up."""
-    if s.role == BUFFER:
-        _give_up(module, record, s.name)
+    if role == BUFFER:
+        _give_up(module, record, name)
     d = module.__dict__
-    if (
-        record.direct
-        and s.registry is None
-        and isinstance(value, nn.Module)
-        and not _MODULE_HOOKS
-        and s.name not in d
-    ):
-        d["_modules"][s.name] = value  # where nn.Module.__setattr__ ends for a new module name
-        return
-    take_over(module, s.name, value)
+    if record.direct and registry is not UNBUILT and name not in d:  # nn.Module.__setattr__'s
+        if type(value) is nn.Parameter:  # own paths, minus its checks of the value's type
+            if registry is BUFFERS:
+                del d["_buffers"][name]
+                d["_non_persistent_buffers_set"].discard(name)
+            elif registry is MODULES:
+                del d["_modules"][name]
+            module.register_parameter(name, value)  # its checks, its hooks
+            return
+        if registry is None and isinstance(value, nn.Module) and not _MODULE_HOOKS:
+            d["_modules"][name] = value  # where it ends for a new module name
+            return
+    take_over(module, name, value)
 
 
 def _give_up(module: nn.Module, record: ClassRecord, name: str) -> None:

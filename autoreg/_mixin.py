@@ -38,9 +38,8 @@ from torch import nn
 
 from ._attribution import attribute
 from ._carry import apply
-from ._config import Mode
 from ._construction import finalize, prepare
-from ._contract import Concern, decide, situation
+from ._contract import decide, situation
 from ._enforce import enforce
 from ._execute import execute
 from ._record import ClassRecord, create_record, unknown_keywords
@@ -53,6 +52,7 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
+    ROLE,
     role_key,
 )
 
@@ -99,22 +99,20 @@ class AutoRegisterMixin(_MixinBase):
     def __setattr__(self, name: str, value: Any) -> None:
         record = type(self).__autoreg__
         d = self.__dict__
-        key = role_key(name)
+        key = ROLE + name if name.isidentifier() else role_key(name)  # role_key, inlined
         role = d.get(key)
         compiling = torch.compiler.is_compiling()
         if role is None and record.attributes and not compiling and name not in MODULE_INTERNALS:
             # Row 4: the first assignment of a name decides whose it is, for good.
             role = attribute(record, sys._getframe(1))
             object.__setattr__(self, key, role)
-        s = situation(record, d, name, value, role, compiling=compiling)
+        s = situation(record, d, name, value, role, compiling)
         decision = None if compiling else record.decisions.get(s)
         if decision is None:
             if not record.final and not compiling:
-                finalize(type(self))  # an instance made without cls.__new__ (object.__new__)
+                finalize(type(self))  # the first instance: its class's annotations read again
             decision = decide(record, s, compiling=compiling)
-        if decision.concern is not None and (
-            record.mode is not Mode.REGISTER or decision.concern is Concern.GRAD_LEAF
-        ):
+        if decision.concern is not None and (record.loud or decision.always):
             enforce(self, record, name, value, decision)
         execute(self, record, s, value, decision)
 

@@ -45,11 +45,13 @@ class ClassRecord:
         "direct",
         "final",
         "judges",
+        "loud",
         "mode",
         "namespaces",
         "own",
         "persistent",
         "setattr_next",
+        "slots",
         "snapshot",
         "strict_by",
         "verdicts",
@@ -68,6 +70,7 @@ class ClassRecord:
         if environment is not None:
             self.mode = environment
             self.strict_by = "AUTOREG_MODE=strict"
+        self.loud = self.mode is not Mode.REGISTER  # strict and warn mode act on concerns
         mro = cls.__mro__
         after = mro[mro.index(mixin) + 1 :]
         # The namespaces instance lookup searches, in order: live views, never stale.
@@ -99,6 +102,9 @@ class ClassRecord:
             self.judges[(klass.__module__, klass.__qualname__)] = verdict
         self.verdicts: dict[types.CodeType, str] = {}  # code object -> FRAMEWORK / MODEL / PASS
         self.decisions: dict[Situation, Decision] = {}  # classify's, by situation
+        # name -> why it cannot hold a buffer (_contract.slot_kind), read when an instance first
+        # assigns it: what the class defines under a name is a fact about the class.
+        self.slots: dict[str, str | None] = {}
         self.warned: set[tuple[str, str]] = set()
         # Read now, so that no first read happens inside a compiled forward, and read again when
         # the class is first instantiated (``finalize``).

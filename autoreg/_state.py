@@ -32,10 +32,11 @@ __all__ = [
     "PASS",
     "PENDING",
     "PICKLED",
+    "ROLE",
     "role_key",
 ]
 
-_ROLE: Final = "_autoreg_role_"  # + name
+ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
@@ -54,4 +55,4 @@ MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
 
 def role_key(name: str) -> str:
     """The key of ``name``'s role in the instance's ``__dict__``."""
-    return _ROLE + name if name.isidentifier() else _ROLE_HEX + name.encode().hex()
+    return ROLE + name if name.isidentifier() else _ROLE_HEX + name.encode().hex()
