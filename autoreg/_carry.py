@@ -60,6 +60,8 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in d.keys() - MODULE_INTERNALS:  # in C: nn.Module's own keys are most of them
         value = d[name]
+        if type(value) is str:
+            continue  # autoreg's roles, and plain strings: nothing to move
         held = kind_of(value) in HELD and not name.startswith(OWN_KEYS)
         if held and carried(module, name, value):
             found[name] = value
@@ -84,7 +86,7 @@ def apply(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> An
     running = _RUNNING.conversions
     for conversion in running:
         if key in conversion.tree:  # that conversion converts what this module carries
-            if key in conversion.carriers:
+            if conversion.carriers and key in conversion.carriers:
                 conversion.reached.add(key)
             return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     conversion = Conversion(module, recurse)
