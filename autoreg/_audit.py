@@ -55,8 +55,7 @@ from ._carry import carried, registered_tensors
 from ._contract import why_no_buffer_slot
 from ._declarations import Declaration
 from ._errors import NotAModuleError
-from ._messages import (
-    A_CLASS,
+from ._messages.audits import (
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
     FIX_CONTAINER,
@@ -71,9 +70,8 @@ from ._messages import (
     FIX_STRAY_PARAMETER,
     NOT_A_MODULE,
     NOT_A_MODULE_CLASS_HINT,
-    describe,
-    dtype_name,
 )
+from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
 from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS, iter_modules, iter_tensors

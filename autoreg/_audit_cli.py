@@ -16,7 +16,7 @@ import json
 from ._audit import find_unregistered
 from ._errors import ForwardAuditError
 from ._forward_audit import ForwardFinding, ModeChoice, audit_forward, audited_modes
-from ._messages import (
+from ._messages.cli import (
     A_MODULE_INSTANCE,
     AUDIT_DESCRIPTION,
     AUDIT_FORWARD_HELP,

@@ -35,7 +35,8 @@ from torch import nn
 from ._config import Mode
 from ._contract import HELD, decide, kind_of, situation
 from ._errors import AutoRegisterWarning
-from ._messages import NOT_CONVERTED, describe
+from ._messages.contract import NOT_CONVERTED
+from ._messages.describe import describe
 from ._record import ClassRecord
 from ._state import MODULE_INTERNALS, OWN_KEYS, role_key
 from ._walk import iter_tensors, map_tensors

@@ -17,7 +17,7 @@ from . import _audit_cli
 from ._config import environment_mode
 from ._errors import ConfigurationError
 from ._fix import cli as _fix_cli
-from ._messages import CLI_DESCRIPTION, USAGE_ERROR
+from ._messages.cli import CLI_DESCRIPTION, USAGE_ERROR
 from ._target import EXIT_USAGE, UsageError, prog
 
 __all__ = ["main"]

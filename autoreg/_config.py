@@ -11,7 +11,7 @@ import enum
 import os
 
 from ._errors import ClassDefinitionError, ConfigurationError
-from ._messages import BAD_MODE, KEYWORD_NOT_BOOL, STRICT_AND_WARN
+from ._messages.contract import BAD_MODE, KEYWORD_NOT_BOOL, STRICT_AND_WARN
 
 __all__ = ["ENV_VAR", "Mode", "check_bool", "environment_mode", "keyword_mode"]
 

@@ -36,15 +36,15 @@ from torch import nn
 
 from ._contract import why_no_buffer_slot
 from ._errors import BufferKeyError, BufferTypeError
-from ._messages import (
+from ._messages.contract import (
     A_PARAMETER,
     KEY_NOT_A_NAME,
     KEY_NOT_A_STRING,
     NOT_A_TENSOR,
     NOT_AN_ITERABLE_OF_TENSORS,
     PERSISTENCE_CLASH,
-    describe,
 )
+from ._messages.describe import describe
 
 __all__ = ["BufferDict", "BufferList"]
 

@@ -21,15 +21,15 @@ from ._carry import loose_tensors
 from ._config import Mode
 from ._contract import REGISTER, Concern, Decision, why_no_buffer_slot
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
-from ._messages import (
+from ._messages.contract import (
     GRAD_LEAF,
     NO_BUFFER_SLOT,
     STRICT_CONTAINER,
     STRICT_UNDECLARED,
     WARN_CONTAINER,
     WARN_UNDECLARED,
-    describe,
 )
+from ._messages.describe import describe
 from ._record import ClassRecord
 
 __all__ = ["enforce"]

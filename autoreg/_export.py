@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from ._errors import ExportError
-from ._messages import NEW_NAME_DURING_EXPORT, describe
+from ._messages.contract import NEW_NAME_DURING_EXPORT
+from ._messages.describe import describe
 from ._walk import iter_tensors
 
 __all__ = ["refuse_while_exporting"]

@@ -22,7 +22,12 @@ from torch import nn
 from ._config import Mode, check_bool, environment_mode
 from ._declarations import Declaration, read_declarations
 from ._errors import ClassDefinitionError, ConfigurationError
-from ._messages import MIXIN_AFTER_MODULE, MIXIN_WITHOUT_MODULE, STRICT_AND_WARN, UNKNOWN_KEYWORD
+from ._messages.contract import (
+    MIXIN_AFTER_MODULE,
+    MIXIN_WITHOUT_MODULE,
+    STRICT_AND_WARN,
+    UNKNOWN_KEYWORD,
+)
 from ._state import FRAMEWORK, MODEL, PASS
 
 if TYPE_CHECKING:

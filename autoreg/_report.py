@@ -17,7 +17,8 @@ from torch import nn
 from ._audit import Finding
 from ._forward_audit import ForwardFinding, ModeName
 from ._forward_audit.finding import op_where
-from ._messages import CLEAN, FORWARD_CLEAN, FORWARD_SUMMARY, SUMMARY, brief
+from ._messages.cli import CLEAN, FORWARD_CLEAN, FORWARD_SUMMARY, SUMMARY
+from ._messages.describe import brief
 
 __all__ = ["audit_json", "audit_table", "format_forward", "report_text", "report_width"]
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 from torch import nn
 
 from ._frames import error_line, location, short_path
-from ._messages import (
+from ._messages.cli import (
     FACTORY_NOT_A_MODULE,
     FACTORY_RAISED,
     FILE_TARGET,
@@ -30,9 +30,8 @@ from ._messages import (
     NO_NAME,
     NOT_CALLABLE,
     RAISED_AT,
-    describe_error,
-    describe_object,
 )
+from ._messages.describe import describe_error, describe_object
 
 __all__ = [
     "EXIT_CLEAN",

@@ -29,7 +29,8 @@ import torch
 
 from .._errors import ForwardAuditError
 from .._forward_audit import ForwardFinding, audit_forward
-from .._messages import (
+from .._messages.cli import FORWARD_FAILED
+from .._messages.fix import (
     FIX_CLEAN,
     FIX_DESCRIPTION,
     FIX_FORWARD_STRAYS,
@@ -46,7 +47,6 @@ from .._messages import (
     FIX_WOULD_CHANGE,
     FIX_WRITE_HELP,
     FIX_WROTE,
-    FORWARD_FAILED,
 )
 from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, load
 from .collect import collect

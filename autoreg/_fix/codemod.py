@@ -17,7 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper
 
-from .._messages import (
+from .._messages.fix import (
     FIX_HAND_BASES,
     FIX_HAND_BASES_EDIT,
     FIX_HAND_BEFORE_INIT,

@@ -19,8 +19,8 @@ from torch import nn
 from .._audit import _is_device_cache, locate_unregistered
 from .._contract import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
-from .._messages import (
-    FIX_AUTOGRAD_RESULT,
+from .._messages.audits import FIX_AUTOGRAD_RESULT, FIX_STORED, FIX_STORED_CONTAINER
+from .._messages.fix import (
     FIX_HAND_AUTOGRAD,
     FIX_HAND_AUTOGRAD_EDIT,
     FIX_HAND_DEVICE_CACHE,
@@ -33,8 +33,6 @@ from .._messages import (
     FIX_HAND_PARAMETER,
     FIX_HAND_PARAMETER_EDIT,
     FIX_HAND_STORED,
-    FIX_STORED,
-    FIX_STORED_CONTAINER,
 )
 from .._mixin import AutoRegisterMixin
 from .._walk import CONTAINERS, iter_modules, iter_tensors

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Literal, TypeAlias
 
-from .._messages import (
+from .._messages.fix import (
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
     FIX_HAND_HELPER,

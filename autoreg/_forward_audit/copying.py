@@ -24,13 +24,8 @@ from torch.utils._device import DeviceContext
 
 from .._audit import Finding, find_unregistered
 from .._errors import ForwardAuditError
-from .._messages import (
-    CANNOT_COPY,
-    CANNOT_COPY_ATTRIBUTE,
-    CANNOT_COPY_INPUTS,
-    describe,
-    describe_error,
-)
+from .._messages.audits import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS
+from .._messages.describe import describe, describe_error
 from .._walk import iter_tensors, map_tensors
 from .rules import STAND_IN, tensors_in
 from .sites import ByTensor

@@ -210,8 +210,12 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 shaped=not self.input_dims.isdisjoint(outputs[0].shape),
             )
             sites = (made,)
-        else:  # computed: from every site of its inputs
-            sites = merged(self.sites.get(t) for t in tensors)
+        else:  # computed: from every site of its inputs; a 0-dim input is a scalar to CUDA,
+            # and makes no stray of a tensor computed with a dimensioned one (torch's sdpa turns
+            # a bool mask into a float one with where(mask, scalar_tensor(0), scalar_tensor(-inf)))
+            sites = merged(self.sites.get(t) for t in tensors if t.dim())
+            if sites is None:
+                sites = merged(self.sites.get(t) for t in tensors)
             if (
                 sites is not None
                 and name == "_to_copy"

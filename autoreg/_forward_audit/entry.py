@@ -12,7 +12,7 @@ from torch import nn
 from .._audit import check_module
 from .._errors import ForwardAuditError
 from .._frames import error_line, is_library, location
-from .._messages import (
+from .._messages.audits import (
     BAD_FORWARD_MODE,
     FORWARD_OWN_ERROR,
     FORWARD_RAISED,
@@ -20,9 +20,8 @@ from .._messages import (
     LOW_PRECISION_RAISED,
     NO_STRAY_BEFORE,
     STRAYS_BEFORE,
-    describe_error,
-    dtype_name,
 )
+from .._messages.describe import describe_error, dtype_name
 from .copying import copy_inputs, copy_model, default_device_cpu, rng_kept, state, strand
 from .dispatch import Audit, Findings
 from .finding import ForwardFinding, ModeChoice, ModeName

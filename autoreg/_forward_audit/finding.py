@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Literal
 
 from .._frames import location
-from .._messages import FORWARD_FINDING, OP_AT, OP_AT_LINE, STORED_FINDING
+from .._messages.audits import FORWARD_FINDING, OP_AT, OP_AT_LINE, STORED_FINDING
 
 __all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "op_where"]
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .._audit import Finding
-from .._messages import (
+from .._messages.audits import (
     FIX_ATTRIBUTE,
     FIX_COPIED_BACK,
     FIX_CREATED,
@@ -29,9 +29,8 @@ from .._messages import (
     FIX_RANDOM_LIKE,
     FIX_STORED,
     FIX_STORED_CONTAINER,
-    brief,
-    dtype_name,
 )
+from .._messages.describe import brief, dtype_name
 from .._mixin import AutoRegisterMixin
 from .finding import ForwardFinding, Kind, ModeName
 from .rules import STAND_IN

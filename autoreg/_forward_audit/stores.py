@@ -22,7 +22,7 @@ from typing import Any
 from torch import nn
 
 from .._audit import Finding, locate_unregistered
-from .._messages import brief
+from .._messages.describe import brief
 from .finding import ForwardFinding, ModeName
 from .fixes import stored_fix
 from .sites import ByTensor, user_line

@@ -53,3 +53,27 @@ def test_two_factories_of_one_line_are_two_findings() -> None:
         ("device", line, "mul"),
         ("device", line, "mul"),
     ]
+
+
+class CausalAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask = torch.ones(3, 3, dtype=torch.bool).tril()  # a plain attribute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=self.mask)
+
+
+def test_scalars_torch_makes_inside_an_operation_are_no_creation_site() -> None:
+    """sdpa turns a bool mask into a float one with where(mask, scalar_tensor(0),
+    scalar_tensor(-inf)): the 0-dim tensors are scalars to CUDA, and the stray is the mask."""
+    findings = autoreg.audit_forward(CausalAttention(), torch.ones(1, 3, 4), low_precision=None)
+    line = line_of(CausalAttention, "return nn.functional.scaled_dot_product_attention")
+    assert [(f.kind, f.lineno, f.entered, f.source) for f in findings] == [
+        (
+            "device",
+            line,
+            True,
+            "return nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=self.mask)",
+        ),
+    ]

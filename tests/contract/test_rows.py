@@ -46,7 +46,7 @@ def row(name: str, value: Any, *, constructing: bool = False, framework: bool = 
         d[role_key(name)] = FRAMEWORK
     record = record_of(module)
     role = d.get(role_key(name))
-    return classify(record, situation(record, d, name, value, role, compiling=False)).row
+    return classify(record, situation(record, d, name, value, role, False)).row
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,165 @@
+"""The fixes the audits suggest, one line each, and why a forward audit stops."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- find_unregistered: the fix each finding suggests, one line each -----------------------------
+
+NOT_A_MODULE: Final = """\
+{function}() takes an nn.Module instance, got {value}.{hint}"""
+
+NOT_A_MODULE_CLASS_HINT: Final = """
+Pass an instance, not the class: {function}({cls}(...))"""
+
+FIX_BUFFER: Final = (
+    "subclass autoreg.Module or register_buffer('{name}', ..., persistent=False); "
+    "third-party class: autoreg.register_tensors"
+)
+
+FIX_FRAMEWORK: Final = (
+    "kept by the code of a base class without autoreg (nn.Module's rules, row 4): convert it "
+    "where it is used, or assign it from {cls}'s own code"
+)
+
+FIX_NO_SLOT: Final = (
+    "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
+)
+
+FIX_PARAMETER: Final = (
+    "nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .detach()"
+)
+
+FIX_STRAY_PARAMETER: Final = (
+    "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
+)
+
+FIX_AUTOGRAD_RESULT: Final = (
+    "an autograd result (e.g. an activation kept from forward): .to() leaves it until replaced; "
+    "keep .detach() (autoreg carries it) or do not keep it"
+)
+
+FIX_CONTAINER: Final = "autoreg.{container}(...): buffers that move"
+
+FIX_CONTAINER_OR_CARRY: Final = (
+    "autoreg.{container}(...), or subclass autoreg.Module (it carries the {kind})"
+)
+
+FIX_NESTED: Final = (
+    "subclass autoreg.Module (it carries nested containers), or one buffer per tensor"
+)
+
+FIX_DEVICE_CACHE: Final = (
+    "a per-device cache: .to(dtype) leaves its entries in their old dtype and the model reads "
+    "them; empty it in {cls}._apply (as timm's levit does), or do not cache"
+)
+
+FIX_MODULE_IN_CONTAINER: Final = (
+    "nn.{container}: a module in a plain {kind} is invisible to .to(), state_dict() and "
+    "parameters()"
+)
+
+FIX_CONTAINER_PARAMETERS: Final = (
+    "nn.{container} if these are weights to train; if not, .detach() them"
+)
+
+# --- audit_forward: the fix each finding suggests, and why a pass stops --------------------------
+
+FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
+
+FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
+
+FIX_CREATED: Final = (
+    "device={ref}.device (or .to({ref})); if it is the same at every call, make it once in "
+    "__init__ as a buffer (autoreg.Module registers it)"
+)
+
+FIX_CREATED_SHAPED: Final = "device={ref}.device (or .to({ref}))"
+
+FIX_NO_REFERENCE: Final = (
+    "{what}= that of the model: the code here holds none of its tensors, so pass it one (t) "
+    "and write {what}=t.{what}"
+)
+
+FIX_ENTERED: Final = (
+    "made before forward (a global, a closure, a config, numpy): make it a buffer in __init__ "
+    "(autoreg.Module registers it), or .to({ref}) here"
+)
+
+FIX_COPIED_BACK: Final = "keep it on the device: no .cpu() / .numpy() round trip, or .to({ref})"
+
+FIX_ATTRIBUTE: Final = "{path} is a plain attribute .to() leaves behind: {fix}"
+
+FIX_PROMOTES: Final = (
+    "dtype={ref}.dtype (or .to({ref})): this {stray} tensor turns {op} on {low} into {result}"
+)
+
+FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
+
+FIX_STORED: Final = (
+    "state forward stores where .to() leaves it: subclass autoreg.Module (it carries it), or "
+    "in __init__: self.register_buffer('{name}', None, persistent=False)"
+)
+
+FIX_STORED_CONTAINER: Final = (
+    "a {kind} of tensors forward stores where .to() leaves them: subclass autoreg.Module (it "
+    "carries the {kind}), or one non-persistent buffer per tensor"
+)
+
+BAD_FORWARD_MODE: Final = (
+    "audit_forward() got mode={value!r}: use 'train', 'eval' or 'both', or leave it out to audit "
+    "the mode the model is in"
+)
+
+OP_AT_LINE: Final = "{op} (line {lineno})"  # an operation on another line of the same file
+
+OP_AT: Final = "{op} ({where})"  # an operation in another file
+
+FORWARD_FINDING: Final = """\
+{where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}
+    fix: {finding.fix}"""
+
+STORED_FINDING: Final = """\
+{where}: stored {finding.tensor} in {finding.class_name}.{finding.attribute}: {finding.source}
+    fix: {finding.fix}"""
+
+NO_STRAY_BEFORE: Final = "No stray found before."
+
+STRAYS_BEFORE: Final = "Found before:\n{found}"
+
+CANNOT_COPY: Final = """\
+audit_forward() cannot deep-copy {cls}: {error}
+The audit runs a copy, so that the model given is left as it was: make {cls} deep-copyable \
+(copy.deepcopy)."""
+
+CANNOT_COPY_ATTRIBUTE: Final = """\
+audit_forward() cannot deep-copy {cls}: {owner}.{name} = {value} raised {error}
+The audit runs a copy, so that the model given is left as it was. Make {owner}.{name} \
+deep-copyable (give its class a __deepcopy__), or keep it out of the model: a module-level \
+object, or an argument of forward."""
+
+CANNOT_COPY_INPUTS: Final = """\
+audit_forward() cannot deep-copy the inputs: {error}
+The audit runs on copies, so that the inputs given are left as they were."""
+
+FORWARD_RAISED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: an operation meta cannot run \
+(nonzero, a shape that depends on values) stops it. {found}"""
+
+FORWARD_RAISED_GUESSED: Final = """\
+the forward of {cls} raised on the meta device, at {where}: {error}
+The audit runs one forward on meta, which has no values: the forward read {guessed} value(s) \
+it could not compute from the inputs alone, and got stand-ins (False, 1), which may be why. \
+{found}"""
+
+FORWARD_OWN_ERROR: Final = """\
+the forward of {cls} raised at {where}: {error}
+This is an error of the forward itself, not a gap of the audit: it raises on the CPU with real \
+values too. Check the inputs given (their number, shapes and dtypes) and the code at that line, \
+then audit again. {found}"""
+
+LOW_PRECISION_RAISED: Final = """\
+the forward of {cls} raised once converted to {low}, at {where}: {error}
+If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \
+{found}"""

@@ -1,0 +1,231 @@
+"""What ``autoreg fix`` says: its help, its summary, and the hand edits it lists."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- autoreg fix ---------------------------------------------------------------------------------
+# A hand edit is printed as "file:line: Class.attribute: <reason>" and, indented, the edit to make.
+
+FIX_HELP: Final = "rewrite the classes that leave tensors behind (a diff; --write applies it)"
+
+FIX_DESCRIPTION: Final = (
+    "Build and audit each TARGET, then rewrite the source of each class with findings (files "
+    "under the current directory only), keeping every other line as it is. Without --write: "
+    "print the diff; exit 1 if it is not empty, 0 if nothing needs changing. With --write: apply "
+    "it, re-audit in a fresh process; exit 0 if clean, 1 if not. Exit 2: usage error."
+)
+
+FIX_TARGET_HELP: Final = (
+    "package.module:factory - a module class or a zero-argument callable returning a module, or "
+    "(model, args) / (model, args, kwargs) to audit the forward too"
+)
+
+FIX_STYLE_HELP: Final = (
+    "base (the default): subclass autoreg.Module (or put autoreg.AutoRegisterMixin first); "
+    "buffer: plain PyTorch, register_buffer(..., persistent=False) and nn.ModuleList / "
+    "nn.ModuleDict, no dependency on autoreg"
+)
+
+FIX_WRITE_HELP: Final = "rewrite the files, then re-audit"
+
+FIX_NO_LIBCST: Final = (
+    "autoreg fix rewrites source with LibCST, which is not installed: "
+    'pip install "torch-autoreg[fix]"'
+)
+
+FIX_HAND_GRAD: Final = (
+    "requires grad: a weight to train wants nn.Parameter, a constant does not, and only you know "
+    "which"
+)
+
+FIX_HAND_GRAD_EDIT: Final = (
+    "self.{attribute} = nn.Parameter(...) if it is a weight to train; if not, create it with "
+    "requires_grad=False (or .detach() it)"
+)
+
+FIX_HAND_AUTOGRAD: Final = (
+    "an autograd result (it requires grad and is not a leaf), stored while the model is built"
+)
+
+FIX_HAND_AUTOGRAD_EDIT: Final = "store it detached (value.detach()), or compute it in forward"
+
+FIX_HAND_PARAMETER: Final = "an nn.Parameter stored around nn.Module.__setattr__"
+
+FIX_HAND_PARAMETER_EDIT: Final = 'self.register_parameter("{attribute}", ...)'
+
+FIX_HAND_NO_SLOT: Final = "cannot be a buffer: '{attribute}' {where}"
+
+FIX_HAND_NO_SLOT_EDIT: Final = (
+    "remove the class-level value (or rename the attribute), then run autoreg fix again"
+)
+
+FIX_HAND_DEVICE_CACHE: Final = "a per-device cache: moving its entries would keep their device keys"
+
+FIX_HAND_DEVICE_CACHE_EDIT: Final = (
+    "empty it in {cls}._apply (as timm's levit does), or do not cache"
+)
+
+FIX_HAND_FINDING: Final = "left behind by .to() although {cls} uses autoreg"
+
+FIX_HAND_MODULES_BASE: Final = (
+    "a plain {container} of modules: .to(), state_dict() and parameters() never see them, "
+    "with or without autoreg (--style buffer writes this edit)"
+)
+
+FIX_HAND_MODULES_AS_IS: Final = (
+    "a {container} of modules that an nn.ModuleList / nn.ModuleDict cannot hold as it is "
+    "(a tuple, a key that is not a name, or an item that is not a module)"
+)
+
+FIX_HAND_MODULES_EDIT: Final = (
+    "self.{attribute} = nn.{container}(...): their parameters and buffers then move, train and "
+    "join state_dict()"
+)
+
+FIX_HAND_CONTAINER: Final = "a {container} of tensors, and plain PyTorch has no buffer container"
+
+FIX_HAND_CONTAINER_EDIT: Final = (
+    'one buffer per tensor (self.register_buffer("{attribute}_0", t, persistent=False), ...), '
+    "or keep autoreg: autoreg.BufferList / autoreg.BufferDict, or --style base"
+)
+
+FIX_HAND_MIXED: Final = (
+    "stored both as a tensor and as another value while the model is built, and "
+    "register_buffer takes only a tensor or None"
+)
+
+FIX_HAND_MIXED_EDIT: Final = (
+    'self.register_buffer("{attribute}", value, persistent=False) where the tensor is stored; '
+    "keep the other value under another name"
+)
+
+FIX_HAND_UNSEEN: Final = (
+    "never seen being stored while the model was built (written around "
+    "nn.Module.__setattr__, or before autoreg fix ran)"
+)
+
+FIX_HAND_UNSEEN_EDIT: Final = (
+    'self.register_buffer("{attribute}", value, persistent=False) where it is stored'
+)
+
+FIX_HAND_HELPER: Final = "stored by {function}(), outside the class"
+
+FIX_HAND_HELPER_EDIT: Final = (
+    'register it where it is stored: module.register_buffer("{attribute}", value, '
+    "persistent=False) in {function}(), or self.register_buffer(...) in {cls}.__init__"
+)
+
+FIX_HAND_NO_SOURCE: Final = "held by {cls}, whose source file cannot be read"
+
+FIX_HAND_NO_SOURCE_EDIT: Final = (
+    "subclass autoreg.Module where {cls} is defined, or call autoreg.register_tensors(model) "
+    "once the model is built"
+)
+
+FIX_HAND_NOT_EDITABLE: Final = (
+    "stored by {cls}, defined outside {root} (autoreg fix edits only files under the current "
+    "directory, never installed packages)"
+)
+
+FIX_HAND_LIBRARY: Final = (
+    "stored by {cls}, defined in {library}, where packages are installed: autoreg fix never "
+    "edits them"
+)
+
+FIX_HAND_NOT_EDITABLE_EDIT: Final = (
+    "call autoreg.register_tensors(model) once the model is built, or run autoreg fix from the "
+    "directory that holds the class"
+)
+
+FIX_HAND_SETATTR: Final = "stored through setattr(), under a computed name"
+
+FIX_HAND_SETATTR_EDIT: Final = (
+    "self.register_buffer(name, value, persistent=False) in place of setattr(self, name, value)"
+)
+
+FIX_HAND_LOOP: Final = "stored in a loop"
+
+FIX_HAND_NESTED: Final = "stored by a function nested in the method"
+
+FIX_HAND_NOT_ASSIGN: Final = "not stored by a plain `self.{attribute} = value` statement"
+
+FIX_HAND_BEFORE_INIT: Final = "stored before super().__init__(), where no buffer can be registered"
+
+FIX_HAND_REGISTER_EDIT: Final = (
+    'self.register_buffer("{attribute}", value, persistent=False), after super().__init__()'
+)
+
+FIX_HAND_STALE: Final = (
+    "stored at a line whose source does not match the code that ran (edited since it was imported?)"
+)
+
+FIX_HAND_STALE_EDIT: Final = "run autoreg fix again"
+
+FIX_HAND_UNPARSED: Final = (
+    "this file could not be rewritten: LibCST cannot parse it ({error}); edit its classes by "
+    "hand, as autoreg audit lists them"
+)
+
+FIX_HAND_NO_INIT: Final = (
+    "first stored at run time, and {cls} has no __init__ of its own that calls "
+    "super().__init__() to register it in"
+)
+
+FIX_HAND_PROBED: Final = (
+    "first stored at run time, and {cls} asks hasattr()/getattr() for it: registered in "
+    "__init__, it would always exist"
+)
+
+FIX_HAND_DECLARE_EDIT: Final = (
+    'self.register_buffer("{attribute}", None, persistent=False) in {cls}.__init__, after '
+    "super().__init__(), and test `self.{attribute} is None` where it is probed"
+)
+
+FIX_HAND_WRAP_SHAPE: Final = (
+    "not stored as a list or dict display, comprehension or list()/dict() call: wrapping it "
+    "could change who else holds it"
+)
+
+FIX_HAND_WRAP_METHOD: Final = "used with .{method}(), which nn.{container} does not have"
+
+FIX_HAND_BASES: Final = (
+    "held by {cls}, whose class statement does not list the bases it has at run time"
+)
+
+FIX_HAND_BASES_EDIT: Final = (
+    "subclass autoreg.Module instead of nn.Module, or put autoreg.AutoRegisterMixin first in the "
+    "bases of {cls}"
+)
+
+FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
+
+FIX_FORWARD_STRAYS: Final = (
+    "note: forward also makes {count} {tensors} on the default device or dtype, which autoreg "
+    "fix does not rewrite: autoreg audit --forward lists them with their fixes."
+)
+
+FIX_NOTHING: Final = "autoreg fix: nothing to rewrite."
+
+FIX_WOULD_CHANGE: Final = (
+    "autoreg fix: {count} {files} would change (the diff above); --write applies it."
+)
+
+FIX_WROTE: Final = "autoreg fix: rewrote {files}."
+
+FIX_HAND_HEADER: Final = "{count} left for you to edit (autoreg fix does not guess these):"
+
+FIX_GAINS_STATE: Final = (
+    "note: {name} becomes nn.{container}: its modules' parameters and buffers join parameters() "
+    "and state_dict()."
+)
+
+FIX_REAUDIT: Final = "autoreg fix: re-auditing in a fresh process: {command}"
+
+FIX_CLEAN: Final = "autoreg fix: {target} is now clean: .to() leaves nothing behind."
+
+FIX_NOT_CLEAN: Final = (
+    "autoreg fix: {target} still leaves tensors behind (the audit above); edit them as listed."
+)
+
+FIX_REAUDIT_FAILED: Final = "the re-audit of {target} failed (exit status {code}):\n{output}"
