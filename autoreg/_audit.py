@@ -52,9 +52,9 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from ._carry import carried, registered_tensors
-from ._contract import why_no_buffer_slot
 from ._declarations import Declaration
 from ._errors import NotAModuleError
+from ._facts import why_no_buffer_slot
 from ._messages.audits import (
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,

@@ -33,8 +33,9 @@ import torch
 from torch import nn
 
 from ._config import Mode
-from ._contract import HELD, decide, kind_of, situation
+from ._contract import decide
 from ._errors import AutoRegisterWarning
+from ._facts import HELD, kind_of, situation
 from ._messages.contract import NOT_CONVERTED
 from ._messages.describe import describe
 from ._record import ClassRecord

@@ -21,7 +21,7 @@ Design note
   ``nn.ParameterList``), not modules.
 - ``BufferDict`` keys are strings that can name a buffer: not empty or dotted, not a method or
   attribute of the class (``keys``, ``persistent``, ...) - the rule ``register_buffer`` applies,
-  checked up front so that the error says why (``_contract.why_no_buffer_slot``). ``update`` keeps
+  checked up front so that the error says why (``_facts.why_no_buffer_slot``). ``update`` keeps
   the order of a plain dict (``nn.ParameterDict`` sorts it).
 """
 
@@ -34,8 +34,8 @@ from typing import Any, Final, Self, cast, overload
 import torch
 from torch import nn
 
-from ._contract import why_no_buffer_slot
 from ._errors import BufferKeyError, BufferTypeError
+from ._facts import why_no_buffer_slot
 from ._messages.contract import (
     A_PARAMETER,
     KEY_NOT_A_NAME,

@@ -19,8 +19,9 @@ from torch import nn
 
 from ._carry import loose_tensors
 from ._config import Mode
-from ._contract import REGISTER, Concern, Decision, why_no_buffer_slot
+from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
+from ._facts import why_no_buffer_slot
 from ._messages.contract import (
     GRAD_LEAF,
     NO_BUFFER_SLOT,

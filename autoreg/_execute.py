@@ -21,22 +21,19 @@ from torch import nn
 from torch.nn.modules import module as _torch_module
 
 from ._carry import carried
-from ._contract import (
+from ._contract import HAND_OVER, REGISTER, STORE, Decision
+from ._export import refuse_while_exporting
+from ._facts import (
     BUFFERS,
     GRAD_LEAF,
     GRAD_RESULT,
-    HAND_OVER,
     MODULES,
     NONE,
-    REGISTER,
-    STORE,
     TENSOR,
     UNBUILT,
-    Decision,
     Registry,
     Situation,
 )
-from ._export import refuse_while_exporting
 from ._record import ClassRecord, record_of
 from ._state import BUFFER, MODEL, PENDING, role_key
 

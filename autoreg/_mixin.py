@@ -39,9 +39,10 @@ from torch import nn
 from ._attribution import attribute
 from ._carry import apply
 from ._construction import finalize, prepare
-from ._contract import decide, situation
+from ._contract import decide
 from ._enforce import enforce
 from ._execute import execute
+from ._facts import situation
 from ._record import ClassRecord, create_record, unknown_keywords
 from ._state import (
     BUFFER,

@@ -31,7 +31,8 @@ from ._messages.contract import (
 from ._state import FRAMEWORK, MODEL, PASS
 
 if TYPE_CHECKING:
-    from ._contract import Decision, Situation
+    from ._contract import Decision
+    from ._facts import Situation
 
 __all__ = ["KEYWORDS", "ClassRecord", "create_record", "record_of", "unknown_keywords"]
 
@@ -107,7 +108,7 @@ class ClassRecord:
             self.judges[(klass.__module__, klass.__qualname__)] = verdict
         self.verdicts: dict[types.CodeType, str] = {}  # code object -> FRAMEWORK / MODEL / PASS
         self.decisions: dict[Situation, Decision] = {}  # classify's, by situation
-        # name -> why it cannot hold a buffer (_contract.slot_kind), read when an instance first
+        # name -> why it cannot hold a buffer (_facts.slot_kind), read when an instance first
         # assigns it: what the class defines under a name is a fact about the class.
         self.slots: dict[str, str | None] = {}
         self.warned: set[tuple[str, str]] = set()

@@ -3,7 +3,7 @@
 For an instance of a class that cannot be edited (a third-party model): the tensors the audit
 (``find_unregistered``) finds in plain attributes are registered through ``register_buffer``, so
 that ``.to()`` moves them and global buffer-registration hooks see them, with the mixin's rules
-(``_contract.why_no_buffer_slot``) for which names can hold a buffer.
+(``_facts.why_no_buffer_slot``) for which names can hold a buffer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ._audit import candidates, carried_by_autoreg, check_module, join
-from ._contract import why_no_buffer_slot
+from ._facts import why_no_buffer_slot
 
 __all__ = ["register_tensors"]
 

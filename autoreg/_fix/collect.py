@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .._audit import _is_device_cache, locate_unregistered
-from .._contract import why_no_buffer_slot
+from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._messages.audits import FIX_AUTOGRAD_RESULT, FIX_STORED, FIX_STORED_CONTAINER
 from .._messages.fix import (

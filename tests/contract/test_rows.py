@@ -11,7 +11,8 @@ from torch import nn
 
 import autoreg
 from autoreg import _mixin
-from autoreg._contract import classify, situation
+from autoreg._contract import classify
+from autoreg._facts import situation
 from autoreg._record import record_of
 from autoreg._state import CONSTRUCTING, FRAMEWORK, role_key
 
