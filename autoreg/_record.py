@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from torch import nn
 
@@ -29,10 +29,6 @@ from ._messages.contract import (
     UNKNOWN_KEYWORD,
 )
 from ._state import FRAMEWORK, MODEL, PASS
-
-if TYPE_CHECKING:
-    from ._contract import Decision
-    from ._facts import Situation
 
 __all__ = ["KEYWORDS", "ClassRecord", "create_record", "record_of", "unknown_keywords"]
 
@@ -107,7 +103,9 @@ class ClassRecord:
                 verdict = FRAMEWORK if klass in framework else MODEL
             self.judges[(klass.__module__, klass.__qualname__)] = verdict
         self.verdicts: dict[types.CodeType, str] = {}  # code object -> FRAMEWORK / MODEL / PASS
-        self.decisions: dict[Situation, Decision] = {}  # classify's, by situation
+        # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
+        # typed loosely, so that this module imports neither, which both read)
+        self.decisions: dict[tuple[Any, ...], Any] = {}
         # name -> why it cannot hold a buffer (_facts.slot_kind), read when an instance first
         # assigns it: what the class defines under a name is a fact about the class.
         self.slots: dict[str, str | None] = {}
