@@ -56,6 +56,7 @@ from ._declarations import Declaration
 from ._errors import NotAModuleError
 from ._facts import why_no_buffer_slot
 from ._messages.audits import (
+    FIX_AROUND_SETATTR,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
     FIX_CONTAINER,
@@ -73,7 +74,7 @@ from ._messages.audits import (
 )
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
-from ._state import MODULE_INTERNALS
+from ._state import FRAMEWORK, MODULE_INTERNALS, role_key
 from ._walk import CONTAINERS, iter_modules, iter_tensors
 
 __all__ = [
@@ -247,7 +248,7 @@ def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
     Only instances of autoreg classes carry: an instance unpickled after its class went back to
     ``nn.Module`` keeps autoreg's keys in its ``__dict__``, but nothing converts its tensors.
     """
-    return isinstance(module, AutoRegisterMixin) and carried(module, name, value)
+    return isinstance(module, AutoRegisterMixin) and carried(module, name)
 
 
 def _is_device_cache(value: object) -> bool:
@@ -311,7 +312,9 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
         if where is not None:
             return FIX_NO_SLOT.format(name=name, where=where)
         if isinstance(module, AutoRegisterMixin):
-            return FIX_FRAMEWORK.format(cls=cls)
+            if module.__dict__.get(role_key(name)) == FRAMEWORK:
+                return FIX_FRAMEWORK.format(cls=cls)
+            return FIX_AROUND_SETATTR.format(name=name)
         return FIX_BUFFER.format(name=name)
     if _is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)

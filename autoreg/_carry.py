@@ -1,20 +1,23 @@
 """``.to()`` for what autoreg carries (rows 8, 10 and 11), at the cost of the tree it converts.
 
-What is carried is not recorded anywhere: an autoreg module carries each tensor and container in
-its ``__dict__`` whose decision, were it assigned now, ``moves`` (``carried``). So the audit and
-``.to()`` agree with the contract by construction, a copy carries what it holds, and a value that
-nothing carries any more (``self.h = None``) simply is not there.
+What autoreg carries is recorded where the decision is carried out (``_execute``): an assignment
+whose decision ``moves`` a value autoreg stores marks the name ``CARRIED``; any other assignment,
+a deletion or a registration takes the mark away (``_state``). ``.to()``, the audits and
+``reset_buffers`` read the same mark (``carried``), so they agree with the contract by
+construction; a copy carries what the original carries, since it copies the marks; and a value
+that nothing carries any more (``self.h = None``) is not looked at. An instance unpickled from
+before its class used autoreg is adopted: what the contract would carry is marked (``adopt``).
 
 nn.Module's ``_apply`` converts parameters and buffers and recurses into ``_modules``. The
 outermost autoreg ``_apply`` of a call - the first one not inside the tree of a conversion already
-running on this thread - starts a ``Conversion``: it walks the modules that call will reach
-(``_tree``), finds their carried values, and if there are any, hands nn.Module a wrapper of ``fn``
-that remembers what it made of the carried tensors' originals. The autoreg ``_apply``s below it take
-nn.Module's path and mark themselves reached. At the end the carried values of the reached modules
-are converted, each original tensor once: a carried alias of a buffer of the tree becomes that
-buffer's converted tensor. A module reached from outside the tree (an ``_apply`` override that
-also converts an EMA copy it keeps outside ``_modules``) starts a conversion of its own. Nothing
-outside the tree is looked at, and nothing that happened before changes what a call does.
+running on this thread - starts a ``Conversion``: it walks the modules that call will reach and
+looks up their carried names (``CARRYING``: no search of each ``__dict__``). The autoreg
+``_apply``s below it take nn.Module's path and mark themselves reached. At the end the carried
+values of the reached modules are converted, each original tensor once: a carried alias of a
+buffer of the tree becomes that buffer's converted tensor. A module reached from outside the tree
+(an ``_apply`` override that also converts an EMA copy it keeps outside ``_modules``) starts a
+conversion of its own. Nothing outside the tree is looked at, and nothing that happened before
+changes what a call does.
 
 A value that cannot be converted (a tensor that escaped ``torch.func.vmap``, a tuple subclass that
 cannot be rebuilt) is left as it is, as nn.Module leaves every plain attribute; warn mode says so.
@@ -24,6 +27,7 @@ all, so autoreg never leaves a model half-converted.
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -33,41 +37,75 @@ import torch
 from torch import nn
 
 from ._config import Mode
-from ._contract import decide
+from ._contract import STORE, decide
 from ._errors import AutoRegisterWarning
 from ._facts import HELD, kind_of, situation
 from ._messages.contract import NOT_CONVERTED
 from ._messages.describe import describe
 from ._record import ClassRecord
-from ._state import MODULE_INTERNALS, OWN_KEYS, role_key
+from ._state import CARRIED, CARRYING, MODULE_INTERNALS, OWN_KEYS, role_key
 from ._walk import iter_tensors, map_tensors
 
-__all__ = ["apply", "carried", "carried_values", "loose_tensors", "registered_tensors"]
+__all__ = [
+    "adopt",
+    "apply",
+    "carried",
+    "carried_names",
+    "carried_values",
+    "carry",
+    "loose_tensors",
+    "registered_tensors",
+]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
 _MISSING: Final = object()
+_NONE: Final[frozenset[str]] = frozenset()
+# Reference counts are exact unless the build is free-threaded (with the GIL disabled).
+_EXACT_REFCOUNTS: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
-def carried(module: nn.Module, name: str, value: object) -> bool:
-    """Whether ``.to()`` converts ``value``, held in ``module.__dict__[name]``."""
-    record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
+def carried(module: nn.Module, name: str) -> bool:
+    """Whether ``.to()`` converts what ``module.name`` holds: autoreg carries the name."""
+    return module.__dict__.get(role_key(name)) == CARRIED
+
+
+def carried_names(module: nn.Module) -> list[str]:
+    """The names under which ``module`` (an autoreg instance) holds values it carries."""
     d = module.__dict__
-    s = situation(record, d, name, value, d.get(role_key(name)), False)
-    return decide(record, s, compiling=False).moves
+    return [
+        name for name in d.get(CARRYING, _NONE) if name in d and d.get(role_key(name)) == CARRIED
+    ]
 
 
 def carried_values(module: nn.Module) -> dict[str, Any]:
     """The values ``module`` (an autoreg instance) carries, by name."""
     d = module.__dict__
-    found: dict[str, Any] = {}
-    for name in d.keys() - MODULE_INTERNALS:  # in C: nn.Module's own keys are most of them
+    return {name: d[name] for name in carried_names(module)}
+
+
+def carry(module: nn.Module, name: str) -> None:
+    """Record that autoreg carries ``module.name``: its role, and the instance's list of the
+    names it has carried (only ever added to)."""
+    d = module.__dict__
+    object.__setattr__(module, role_key(name), CARRIED)
+    names: frozenset[str] = d.get(CARRYING, _NONE)
+    if name not in names:
+        object.__setattr__(module, CARRYING, names | {name})
+
+
+def adopt(module: nn.Module) -> None:
+    """Carry what an instance unpickled from before its class used autoreg holds: each value
+    that the contract would carry were it assigned now, at run time."""
+    record: ClassRecord = type(module).__autoreg__  # type: ignore[attr-defined]
+    d = module.__dict__
+    for name in list(d.keys() - MODULE_INTERNALS):
         value = d[name]
-        if type(value) is str:
-            continue  # autoreg's roles, and plain strings: nothing to move
-        held = kind_of(value) in HELD and not name.startswith(OWN_KEYS)
-        if held and carried(module, name, value):
-            found[name] = value
-    return found
+        if name.startswith(OWN_KEYS) or kind_of(value) not in HELD:
+            continue
+        s = situation(record, d, name, value, d.get(role_key(name)), False)
+        decision = decide(record, s, compiling=False)
+        if decision.moves and decision.action is STORE:
+            carry(module, name)
 
 
 # --- one .to() -----------------------------------------------------------------------------------
@@ -84,24 +122,25 @@ _RUNNING: Final = _Running()
 def apply(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
     """``module._apply(fn, recurse)`` for an autoreg module whose next ``_apply`` is
     ``apply_next``: nn.Module's work, then the carried values."""
-    key = id(module)
+    # recurse is passed on only when unset, as nn.Module does, so that overrides written before
+    # it existed (torchmetrics' Metric._apply) keep working.
     running = _RUNNING.conversions
+    key = id(module)
     for conversion in running:
         if key in conversion.tree:  # that conversion converts what this module carries
-            if conversion.carriers and key in conversion.carriers:
+            if key in conversion.carriers:
                 conversion.reached.add(key)
             return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     conversion = Conversion(module, recurse)
-    if key in conversion.carriers:
-        conversion.reached.add(key)
     running.append(conversion)
     try:
-        # recurse is passed on only when unset, as nn.Module does, so that overrides written
-        # before it existed (torchmetrics' Metric._apply) keep working.
         result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     finally:
-        running.remove(conversion)
-    conversion.finish(fn)
+        running.pop()  # this call's: conversions start and end nested
+    if conversion.carriers:
+        if key in conversion.carriers:
+            conversion.reached.add(key)
+        conversion.finish(fn)
     return result
 
 
@@ -110,9 +149,10 @@ class Conversion:
 
     The tree is what ``.to()`` recurses into from its root (``_modules``, each module once). ``fn``
     itself is handed to nn.Module untouched. A carried tensor that is also a parameter or buffer
-    of the tree is found, after nn.Module's work, where that parameter or buffer is: its registry
-    holds what nn.Module made of it (or the same tensor, where an ``_apply`` override left it).
-    Any other carried tensor is converted once, however many values hold it.
+    of the tree (a container may hold the model's own parameters) is found, after nn.Module's
+    work, where it was registered: the registry holds what nn.Module made of it (or the same
+    tensor, where an ``_apply`` override left it). Any other carried tensor is converted once,
+    however many values hold it.
     """
 
     __slots__ = ("carriers", "converted", "positions", "reached", "tree")
@@ -120,55 +160,91 @@ class Conversion:
     def __init__(self, root: nn.Module, recurse: bool) -> None:
         # id -> (module, names): the modules of the tree that carry something.
         self.carriers: dict[int, tuple[nn.Module, list[str]]] = {}
-        carried_ids: set[int] = set()
+        self.tree = tree = {id(root)}
         modules = [root]
-        self.tree = {id(root)}
         for module in modules:
-            if type(module).__dict__.get("__autoreg__") is not None:
-                values = carried_values(module)
-                if values:
-                    self.carriers[id(module)] = (module, list(values))
-                    for value in values.values():
-                        if isinstance(value, torch.Tensor):
-                            carried_ids.add(id(value))
-                        else:
-                            carried_ids.update(id(t) for _, t in iter_tensors(value))
+            if CARRYING in module.__dict__:
+                names = carried_names(module)
+                if names:
+                    self.carriers[id(module)] = (module, names)
             if recurse:
                 for child in module._modules.values():
-                    if child is not None and id(child) not in self.tree:
-                        self.tree.add(id(child))
+                    if child is not None and id(child) not in tree:
+                        tree.add(id(child))
                         modules.append(child)
         self.reached: set[int] = set()  # the carriers whose _apply this call reached
         # id -> (registry, key): the carried tensors that are parameters or buffers of the tree.
         self.positions: dict[int, tuple[dict[str, Any], str]] = {}
-        if carried_ids:
-            for module in modules:
-                for registry in (module._parameters, module._buffers):
-                    for name, tensor in registry.items():
-                        if id(tensor) in carried_ids:
-                            self.positions.setdefault(id(tensor), (registry, name))
-        # id -> (original, converted); the original is kept alive, so its id stays its own.
         self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        if self.carriers:
+            self._find_positions(modules)
+
+    def _find_positions(self, modules: list[nn.Module]) -> None:
+        """Where the carried tensors that are also parameters or buffers of the tree are
+        registered. A carried tensor that nothing but its module's ``__dict__`` refers to cannot
+        be registered anywhere (a registry would hold a reference too): the usual case, a state
+        stored at run time, needs no search of the registries."""
+        shared: set[int] = set()
+        for module, names in self.carriers.values():
+            d = module.__dict__
+            for name in names:
+                value = d[name]
+                if isinstance(value, torch.Tensor):
+                    # Three references: the __dict__, `value` and getrefcount's argument.
+                    if not (_EXACT_REFCOUNTS and sys.getrefcount(value) <= 3):
+                        shared.add(id(value))
+                else:
+                    shared.update(id(t) for _, t in iter_tensors(value))
+        if not shared:
+            return
+        positions = self.positions
+        for module in modules:
+            for registry in (module._parameters, module._buffers):
+                for name, tensor in registry.items():
+                    if id(tensor) in shared and id(tensor) not in positions:
+                        positions[id(tensor)] = (registry, name)
 
     def convert(self, fn: _ApplyFn, tensor: torch.Tensor) -> torch.Tensor:
         """The converted tensor for a carried one: one per original within the call."""
-        position = self.positions.get(id(tensor))
+        key = id(tensor)
+        position = self.positions.get(key)
         if position is not None:
             registry, name = position
             return registry[name]  # type: ignore[no-any-return]
-        if isinstance(tensor, nn.Parameter) or (tensor.requires_grad and tensor.is_leaf):
-            return tensor  # a weight (row 6), or another module's parameter: not autoreg's
-        done = self.converted.get(id(tensor))
+        done = self.converted.get(key)
         if done is not None:
             return done[1]
+        if (tensor.requires_grad and tensor.is_leaf) or isinstance(tensor, nn.Parameter):
+            return tensor  # a weight (row 6), or another module's parameter: not autoreg's
         new = fn(tensor)
-        self.converted[id(tensor)] = (tensor, new)
+        self.converted[key] = (tensor, new)
         return new
 
     def finish(self, fn: _ApplyFn) -> None:
         """Convert the carried values of the reached modules; a value that cannot be converted
         stays as it is (warn mode says so)."""
+        updates: list[tuple[dict[str, Any], str, Any]] = []
+        for key in self.reached:
+            module, names = self.carriers[key]
+            d = module.__dict__
+            for name in names:
+                value = d.get(name, _MISSING)
+                if value is _MISSING:
+                    continue
+                try:
+                    if isinstance(value, torch.Tensor):
+                        new = self.convert(fn, value)
+                    else:
+                        new = self._convert_container(fn, value)
+                except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
+                    _not_converted(module, name, value, error)
+                    continue
+                if new is not value:
+                    updates.append((d, name, new))
+        for d, name, new in updates:
+            d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
 
+    def _convert_container(self, fn: _ApplyFn, value: Any) -> Any:
         def convert(tensor: torch.Tensor) -> torch.Tensor:
             return self.convert(fn, tensor)
 
@@ -183,26 +259,7 @@ class Conversion:
                 return value
             return value.to(device=probe.device, dtype=probe.dtype)
 
-        updates: list[tuple[dict[str, Any], str, Any]] = []
-        for key in self.reached:
-            module, names = self.carriers[key]
-            d = module.__dict__
-            for name in names:
-                value = d.get(name, _MISSING)
-                if value is _MISSING:
-                    continue
-                try:
-                    if isinstance(value, torch.Tensor):
-                        new = convert(value)
-                    else:
-                        new = map_tensors(value, convert, move)
-                except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
-                    _not_converted(module, name, value, error)
-                    continue
-                if new is not value:
-                    updates.append((d, name, new))
-        for d, name, new in updates:
-            d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
+        return map_tensors(value, convert, move)
 
 
 def _not_converted(module: nn.Module, name: str, value: object, error: Exception) -> None:

@@ -1,8 +1,8 @@
 """Carrying out a decision of the contract for ``self.name = value``.
 
 Four actions (``_contract.Action``). STORE stores the value exactly as nn.Module's ``__setattr__``
-would - rows 3 to 8, 11 and 12 all do, carried values included: what ``.to()`` does with the value
-afterwards is the decision's ``moves``, read again when ``.to()`` runs. REGISTER registers a buffer
+would - rows 3 to 8, 11 and 12 all do, carried values included; when the decision ``moves`` the
+value the name is marked carried (``_carry.carry``), and any other outcome takes the mark away. REGISTER registers a buffer
 (rows 9 and 10), EXPLICIT hands the value to nn.Module after autoreg gives the name up (row 1),
 RELEASE unregisters an auto-registered buffer before the value is assigned afresh (row 2).
 
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
-from ._carry import carried
+from ._carry import carry
 from ._contract import HAND_OVER, REGISTER, STORE, Decision
 from ._export import refuse_while_exporting
 from ._facts import (
@@ -31,11 +31,12 @@ from ._facts import (
     NONE,
     TENSOR,
     UNBUILT,
+    Kind,
     Registry,
     Situation,
 )
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, MODEL, PENDING, role_key
+from ._state import BUFFER, CARRIED, MODEL, PENDING, role_key
 
 __all__ = ["execute", "next_setattr", "register", "take_over"]
 
@@ -53,20 +54,21 @@ _MISSING: Final = object()
 def execute(
     module: nn.Module, record: ClassRecord, s: Situation, value: Any, decision: Decision
 ) -> None:
-    """Do what ``decision`` says with ``module.name = value``, ``s`` its situation."""
+    """Do what ``decision`` says with ``module.name = value``, ``s`` its situation; then record
+    whether autoreg carries ``name`` (``_state.CARRIED``)."""
     name, kind, role, registry, constructing, _, _ = s
     action = decision.action
     if action is STORE:
-        if decision.moves and not constructing and name not in module.__dict__:
-            refuse_while_exporting(module, name, value, "carry")
-        if record.direct:  # nn.Module.__setattr__'s own path, for a value that is no
-            if registry is None or registry is UNBUILT:  # Parameter, nn.Buffer, module
-                object.__setattr__(module, name, value)  # where it ends for such a name
+        if decision.moves:
+            if role != CARRIED:
+                if not constructing and name not in module.__dict__:
+                    refuse_while_exporting(module, name, value, "carry")
+                _store(module, record, name, value, kind, registry)
+                carry(module, name)
                 return
-            if registry is BUFFERS and kind in _STORED_AS_BUFFERS and _plain_register(module):
-                module.__dict__["_buffers"][name] = value  # where register_buffer ends, the
-                return  # persistence kept as nn.Module keeps it
-        next_setattr(module, name, value)
+            _store(module, record, name, value, kind, registry)  # a carried value, updated
+            return
+        _store(module, record, name, value, kind, registry)
     elif action is REGISTER:
         if not constructing:
             refuse_while_exporting(module, name, value, "register")
@@ -84,6 +86,28 @@ def execute(
         del d["_buffers"][name]
         d["_non_persistent_buffers_set"].discard(name)
         module.__setattr__(name, value)  # afresh: the name holds nothing now
+        return
+    if role == CARRIED and module.__dict__.get(role_key(name)) == CARRIED:
+        _give_up(module, record, name)  # the value that was carried is gone
+
+
+def _store(
+    module: nn.Module,
+    record: ClassRecord,
+    name: str,
+    value: Any,
+    kind: Kind,
+    registry: Registry | None,
+) -> None:
+    """Store ``value`` exactly as nn.Module's ``__setattr__`` would."""
+    if record.direct:  # nn.Module.__setattr__'s own path, for a value that is no Parameter,
+        if registry is None or registry is UNBUILT:  # nn.Buffer or module
+            object.__setattr__(module, name, value)  # where it ends for such a name
+            return
+        if registry is BUFFERS and kind in _STORED_AS_BUFFERS and _plain_register(module):
+            module.__dict__["_buffers"][name] = value  # where register_buffer ends, the
+            return  # persistence kept as nn.Module keeps it
+    next_setattr(module, name, value)
 
 
 def _explicit(
@@ -98,6 +122,7 @@ def _explicit(
     if role == BUFFER:
         _give_up(module, record, name)
     d = module.__dict__
+    carried = role == CARRIED
     if record.direct and registry is not UNBUILT and name not in d:  # nn.Module.__setattr__'s
         if type(value) is nn.Parameter:  # own paths, minus its checks of the value's type
             if registry is BUFFERS:
@@ -110,25 +135,26 @@ def _explicit(
         if registry is None and isinstance(value, nn.Module) and not _MODULE_HOOKS:
             d["_modules"][name] = value  # where it ends for a new module name
             return
-    take_over(module, name, value)
+    take_over(module, name, value, carried)
 
 
 def _give_up(module: nn.Module, record: ClassRecord, name: str) -> None:
-    """The buffer autoreg registered under ``name`` is no longer autoreg's. Only the model's own
-    code registers one, so on a class with a framework base the name stays the model's (row 4:
-    the first assignment decides)."""
+    """What autoreg registered or carried under ``name`` is no longer autoreg's. Only the model's
+    own names are autoreg's, so on a class with a framework base the name stays the model's (row
+    4: the first assignment decides)."""
     if record.attributes:
         object.__setattr__(module, role_key(name), MODEL)
     else:
         object.__delattr__(module, role_key(name))
 
 
-def take_over(module: nn.Module, name: str, value: Any) -> None:
-    """nn.Module's ``__setattr__``, after removing a value autoreg carries under ``name``:
-    nn.Module refuses an ``nn.Buffer`` over a plain attribute, and a carried value is one."""
+def take_over(module: nn.Module, name: str, value: Any, carried: bool) -> None:
+    """nn.Module's ``__setattr__``, after removing the value autoreg carries under ``name``, if
+    ``carried``: nn.Module refuses an ``nn.Buffer`` over a plain attribute, and a carried value is
+    one."""
     d = module.__dict__
     previous = d.get(name, _MISSING)
-    if previous is _MISSING or not carried(module, name, previous):
+    if previous is _MISSING or not carried:
         next_setattr(module, name, value)
         return
     del d[name]

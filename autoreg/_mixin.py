@@ -6,7 +6,8 @@ Every assignment takes one path: ``situation`` reads its facts, ``decide`` retur
 decided for that situation (kept per class), ``enforce`` applies strict and warn mode, ``execute``
 carries the decision out. There is no second decision: a steady-state assignment (``m.x = 1``, a
 runtime tensor updated in ``forward``, a buffer updated) is a dictionary lookup of a decision
-``classify`` made. What ``.to()`` converts is derived from the same decisions (``_carry``).
+``classify`` made. What ``.to()`` converts is what those decisions carried, marked per name when
+they were carried out (``_execute``, ``_carry``).
 
 Decisions about a class are made when the class is created (``_record``, ``_construction``) and
 finalized when its first instance is assigned to (annotations read again). Per instance, autoreg
@@ -37,7 +38,7 @@ import torch
 from torch import nn
 
 from ._attribution import attribute
-from ._carry import apply
+from ._carry import adopt, apply
 from ._construction import finalize, prepare
 from ._contract import decide
 from ._enforce import enforce
@@ -133,7 +134,7 @@ class AutoRegisterMixin(_MixinBase):
     def __setstate__(self, state: dict[str, Any]) -> None:
         """nn.Module's. A pickle made before the class used autoreg has no roles: on a class with
         a framework base, whose each of its names is cannot be known, so all stay nn.Module's
-        (row 4); on other classes, its tensors are carried as any the instance holds."""
+        (row 4); on other classes, autoreg adopts what the contract would carry (``adopt``)."""
         pickled = PICKLED in state
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
         state = {k: v for k, v in state.items() if k not in (PICKLED, LEGACY_ROLES)}
@@ -141,12 +142,16 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         if legacy is not None:
             for name, role in legacy.items():
-                if role in (BUFFER, FRAMEWORK):  # carried values need no role now
+                if role in (BUFFER, FRAMEWORK):
                     d[role_key(name)] = role
-        elif not pickled and type(self).__autoreg__.attributes:
-            for name in list(d):
-                if name not in MODULE_INTERNALS and not name.startswith(OWN_KEYS):
-                    d.setdefault(role_key(name), FRAMEWORK)
+            adopt(self)
+        elif not pickled:
+            if type(self).__autoreg__.attributes:
+                for name in list(d):
+                    if name not in MODULE_INTERNALS and not name.startswith(OWN_KEYS):
+                        d.setdefault(role_key(name), FRAMEWORK)
+            else:
+                adopt(self)
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
         """Convert parameters and buffers as nn.Module does, then what the tree carries."""

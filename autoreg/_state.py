@@ -1,18 +1,25 @@
-"""What autoreg keeps in an instance's ``__dict__``: the roles of some names, and two keys.
+"""What autoreg keeps in an instance's ``__dict__``: the roles of some names, and a few keys.
 
 The role of a name is kept under its own key, ``role_key(name)`` (``'_autoreg_role_mask'``):
 ``BUFFER`` for a buffer autoreg registered under an undeclared name (row 2 applies to it),
-``FRAMEWORK`` or ``MODEL`` for whose code first assigned the name, kept only on classes with a
-framework base (row 4). A key per name, not one dict of roles: compiled code reads the role of the
-name it assigns, and dynamo guards a dict it reads as a whole on some torch versions (every new
-role anywhere would recompile); copies get the roles as they get every attribute. Keys are
-identifiers, also for a name that is none (``'a.b'``): dynamo writes its guards on them as
-attribute accesses. Carried values have no role: a
-carried value is a plain attribute that ``.to()`` converts (``_carry``). ``CONSTRUCTING`` is
-present while one of the instance's construction methods runs, ``PENDING`` while tensors assigned
-before ``nn.Module.__init__`` wait to be registered; copies and pickles never hold either, and
-hold ``PICKLED`` instead: an instance unpickled without it was pickled before its class used
-autoreg.
+``CARRIED`` for a value autoreg carries (the last assignment's decision ``moves`` it: rows 8, 10
+and 11), ``FRAMEWORK`` or ``MODEL`` for whose code first assigned the name, kept only on classes
+with a framework base (row 4; a carried or buffer name is the model's). A key per name, not one
+dict of roles: compiled code reads the role of the name it assigns, and dynamo guards a dict it
+reads as a whole on some torch versions (every new role anywhere would recompile); copies get the
+roles as they get every attribute. Keys are identifiers, also for a name that is none (``'a.b'``):
+dynamo writes its guards on them as attribute accesses.
+
+``CARRYING`` holds the names that have ever been carried, a frozenset (a copy shares nothing that
+can change, and TorchScript, which cannot type it, leaves it out of a scripted module): ``.to()``
+looks them up instead of searching the whole ``__dict__``, and converts those whose role is
+``CARRIED``. It changes only when a name is carried for the first time, so an
+assignment that updates a carried value (in a compiled ``forward`` too) never reads it.
+
+``CONSTRUCTING`` is present while one of the instance's construction methods runs, ``PENDING``
+while tensors assigned before ``nn.Module.__init__`` wait to be registered; copies and pickles
+never hold either, and hold ``PICKLED`` instead: an instance unpickled without it was pickled
+before its class used autoreg.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from torch import nn
 
 __all__ = [
     "BUFFER",
+    "CARRIED",
+    "CARRYING",
     "CONSTRUCTING",
     "FRAMEWORK",
     "LEGACY_ROLES",
@@ -38,6 +47,7 @@ __all__ = [
 
 ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
+CARRYING: Final = "_autoreg_carrying"  # frozenset: every name ever carried
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
@@ -46,6 +56,7 @@ OWN_KEYS: Final = "_autoreg"  # every key autoreg keeps starts with it
 
 # Roles. Strings, so that pickles of every autoreg version load.
 BUFFER: Final = "buffer"
+CARRIED: Final = "carried"
 FRAMEWORK: Final = "framework"
 MODEL: Final = "model"
 PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignment is (row 4)

@@ -22,6 +22,11 @@ FIX_FRAMEWORK: Final = (
     "where it is used, or assign it from {cls}'s own code"
 )
 
+FIX_AROUND_SETATTR: Final = (
+    "stored around __setattr__ (a __dict__ write), which autoreg never sees: assign it, "
+    "self.{name} = ..., and autoreg registers or carries it"
+)
+
 FIX_NO_SLOT: Final = (
     "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
 )

@@ -338,10 +338,18 @@ def test_a_name_hidden_by_a_class_attribute_gets_a_rename_fix() -> None:
     )
 
 
-def test_a_tensor_stored_around_setattr_on_an_autoreg_module_is_carried() -> None:
+def test_a_tensor_stored_around_setattr_on_an_autoreg_module_is_a_finding() -> None:
+    """autoreg acts on assignments: a tensor put into ``__dict__`` directly stays where it is, as
+    on nn.Module, and the audit says so, with the fix that makes it an assignment."""
     box = AutoBox()
-    box.__dict__["mask"] = torch.ones(1)  # put around __setattr__: carried all the same
-    assert autoreg.find_unregistered(box) == []
+    box.__dict__["mask"] = torch.ones(1)  # put around __setattr__
+    [finding] = autoreg.find_unregistered(box)
+    assert finding.path == "mask"
+    assert finding.fix == (
+        "stored around __setattr__ (a __dict__ write), which autoreg never sees: assign it, "
+        "self.mask = ..., and autoreg registers or carries it"
+    )
+    assert box.double().mask.dtype == torch.float32  # what the finding says
 
 
 def test_a_frameworks_tensor_on_an_autoreg_module_gets_a_framework_fix() -> None:

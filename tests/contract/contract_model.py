@@ -27,8 +27,8 @@ import torch
 UNDECLARED = ("a", "b")
 DECLARED = {"p": True, "n": False, "t": None}  # persistence; None follows the class keyword
 PLAIN = "pl"  # annotated autoreg.Plain
-# A property whose setter stores the value in __dict__["_prop"], around __setattr__: what it
-# holds is carried as any value there is (rows 8 and 11), unless it is a weight.
+# A property whose setter stores the value in __dict__["_prop"], around __setattr__: autoreg
+# never sees that store, so what it holds stays where it is, as on nn.Module (row 7).
 PROPERTY = "prop"
 CLASS_ATTRIBUTES = (PROPERTY, "meth", "default")  # a property, a method, a class-level default
 NO_SLOT = (*CLASS_ATTRIBUTES, "x.y")  # names that cannot hold a buffer
@@ -239,16 +239,14 @@ class Reference:
 
     def pickled(self) -> None:
         """A pickle round trip: torch restores an autograd result as a leaf (it keeps
-        requires_grad): from then on it is a weight, which ``.to()`` leaves (row 6)."""
+        requires_grad): from then on it is a weight, which ``.to()`` leaves (row 6), though the
+        name stays autoreg's (an ``nn.Buffer`` assigned there takes it over)."""
 
         def leaf(t: T | Own) -> T | Own:
             return replace(t, leaf=True) if isinstance(t, T) else t
 
         for name, entry in self.state.items():
-            value = rebuild(entry.value, leaf)
-            weight = isinstance(value, T) and value.weight
-            role = "plain" if entry.role == "carried" and weight else entry.role
-            self.state[name] = replace(entry, role=role, value=value)
+            self.state[name] = replace(entry, value=rebuild(entry.value, leaf))
 
     # --- observables ----------------------------------------------------------------------------
 
@@ -347,7 +345,7 @@ class Reference:
             self.state[name] = Entry("plain", value)  # row 5
             return
         if name == PROPERTY:  # row 7: the property's setter runs, and stores it in _prop
-            self.state[name] = Entry("carried", value, container=True)
+            self.state[name] = Entry("plain", value, container=True)
             return
         count = loose(value)
         if count and self.cls.mode != "register":
@@ -371,8 +369,8 @@ class Reference:
             if name != PROPERTY:
                 self._enforce("slot", name, ("slot",))
                 self.state[name] = Entry("plain", value)
-            else:  # its setter stores it in _prop
-                self.state[name] = Entry("carried" if not value.weight else "plain", value)
+            else:  # its setter stores it in _prop, around __setattr__
+                self.state[name] = Entry("plain", value)
             return
         # Rows 9 and 10 register, row 11 carries; an autograd result built in __init__ too.
         register = name in DECLARED or (constructing and not value.grad)

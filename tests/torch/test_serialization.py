@@ -220,12 +220,18 @@ def test_twin_state_dict_loads_into_autoreg_module_and_back() -> None:
 # --- copies carry what the original carries, and share nothing of autoreg's -------------------
 
 
-class Raw(autoreg.Module):
-    """Stores a tensor around __setattr__ (a property setter or a __dict__ write does that)."""
+class Stores(autoreg.Module):
+    """Carries one tensor, and stores another around ``__setattr__``, which autoreg never sees
+    (nn.Module would not move either)."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.lin = nn.Linear(2, 2)
         self.__dict__["raw"] = torch.zeros(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.state = self.lin(x).detach()
+        return self.state
 
 
 @pytest.mark.parametrize(
@@ -234,12 +240,16 @@ class Raw(autoreg.Module):
     ids=["copy", "deepcopy", "pickle"],
 )
 def test_a_copy_moves_what_the_original_moves(clone: Callable[[nn.Module], nn.Module]) -> None:
-    """Carried is what the instance holds, not a record: a tensor stored around __setattr__ moves
-    as an assigned one does, on the original and on every copy."""
-    original = Raw()
+    """A copy carries what the original carries, and nothing more: the tensor stored at run time
+    moves on both, the one stored around __setattr__ on neither."""
+    original = Stores()
+    original(torch.ones(1, 2))
     copied = clone(original)
-    assert original.double().raw.dtype == torch.float64
-    assert copied.double().raw.dtype == torch.float64
+    for module in (original, copied):
+        module.double()
+        assert module.state.dtype == torch.float64
+        assert module.raw.dtype == torch.float32
+    assert autoreg.find_unregistered(copied)[0].path == "raw"  # and the audit says so
 
 
 class Recurrent(autoreg.Module):
