@@ -161,42 +161,30 @@ class Conversion:
         # id -> (module, names): the modules of the tree that carry something.
         self.carriers: dict[int, tuple[nn.Module, list[str]]] = {}
         self.tree = tree = {id(root)}
+        self.reached: set[int] = set()  # the carriers whose _apply this call reached
+        # id -> (registry, key): the carried tensors that are parameters or buffers of the tree.
+        self.positions: dict[int, tuple[dict[str, Any], str]] = {}
+        self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        shared: set[int] = set()  # the carried tensors something else may also hold
         modules = [root]
         for module in modules:
-            if CARRYING in module.__dict__:
+            d = module.__dict__
+            if CARRYING in d:
                 names = carried_names(module)
                 if names:
                     self.carriers[id(module)] = (module, names)
+                    for name in names:
+                        _note_shared(d[name], shared)
             if recurse:
                 for child in module._modules.values():
                     if child is not None and id(child) not in tree:
                         tree.add(id(child))
                         modules.append(child)
-        self.reached: set[int] = set()  # the carriers whose _apply this call reached
-        # id -> (registry, key): the carried tensors that are parameters or buffers of the tree.
-        self.positions: dict[int, tuple[dict[str, Any], str]] = {}
-        self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        if self.carriers:
-            self._find_positions(modules)
+        if shared:
+            self._find_positions(modules, shared)
 
-    def _find_positions(self, modules: list[nn.Module]) -> None:
-        """Where the carried tensors that are also parameters or buffers of the tree are
-        registered. A carried tensor that nothing but its module's ``__dict__`` refers to cannot
-        be registered anywhere (a registry would hold a reference too): the usual case, a state
-        stored at run time, needs no search of the registries."""
-        shared: set[int] = set()
-        for module, names in self.carriers.values():
-            d = module.__dict__
-            for name in names:
-                value = d[name]
-                if isinstance(value, torch.Tensor):
-                    # Three references: the __dict__, `value` and getrefcount's argument.
-                    if not (_EXACT_REFCOUNTS and sys.getrefcount(value) <= 3):
-                        shared.add(id(value))
-                else:
-                    shared.update(id(t) for _, t in iter_tensors(value))
-        if not shared:
-            return
+    def _find_positions(self, modules: list[nn.Module], shared: set[int]) -> None:
+        """Where the carried tensors in ``shared`` are registered as parameters or buffers."""
         positions = self.positions
         for module in modules:
             for registry in (module._parameters, module._buffers):
@@ -260,6 +248,19 @@ class Conversion:
             return value.to(device=probe.device, dtype=probe.dtype)
 
         return map_tensors(value, convert, move)
+
+
+def _note_shared(value: object, shared: set[int]) -> None:
+    """Add to ``shared`` the tensors of a carried value that may also be parameters or buffers of
+    the tree. A tensor that nothing but its module's ``__dict__`` refers to cannot be registered
+    anywhere (a registry would hold a reference too): the usual case, a state stored at run
+    time, needs no search of the registries."""
+    if isinstance(value, torch.Tensor):
+        # Three references: the __dict__, `value` and getrefcount's argument.
+        if not (_EXACT_REFCOUNTS and sys.getrefcount(value) <= 3):
+            shared.add(id(value))
+    else:
+        shared.update(id(t) for _, t in iter_tensors(value))
 
 
 def _not_converted(module: nn.Module, name: str, value: object, error: Exception) -> None:

@@ -2,9 +2,10 @@
 
 Four actions (``_contract.Action``). STORE stores the value exactly as nn.Module's ``__setattr__``
 would - rows 3 to 8, 11 and 12 all do, carried values included; when the decision ``moves`` the
-value the name is marked carried (``_carry.carry``), and any other outcome takes the mark away. REGISTER registers a buffer
-(rows 9 and 10), EXPLICIT hands the value to nn.Module after autoreg gives the name up (row 1),
-RELEASE unregisters an auto-registered buffer before the value is assigned afresh (row 2).
+value, the name is marked carried (``_carry.carry``), and any other outcome takes the mark away.
+REGISTER registers a buffer (rows 9 and 10), HAND_OVER hands the value to nn.Module after autoreg
+gives the name up (row 1), RELEASE unregisters an auto-registered buffer before the value is
+assigned afresh (row 2).
 
 Where nothing could observe the difference, the mixin takes nn.Module's path itself instead of
 calling it: no ``__setattr__`` override after the mixin (``ClassRecord.direct``), no global
