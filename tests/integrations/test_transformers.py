@@ -12,7 +12,6 @@ float32 ``inv_freq`` next to float64 weights (``reset_buffers`` lost the dtype).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,9 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 
 import autoreg
+from tests.integrations._support import rotary_inv_freq
 
-
-@pytest.fixture(autouse=True)
-def _no_progress_bars() -> Iterator[None]:
-    transformers.utils.logging.disable_progress_bar()
-    yield
-    transformers.utils.logging.enable_progress_bar()
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 class TinyConfig(PretrainedConfig):
@@ -43,10 +38,6 @@ class TinyConfig(PretrainedConfig):
         super().__init__(**kwargs)
         self.dim = dim
         self.max_len = max_len
-
-
-def _inv_freq(dim: int) -> torch.Tensor:
-    return 1.0 / 10_000 ** (torch.arange(0, dim, 2) / dim)
 
 
 class AutoTiny(autoreg.AutoRegisterMixin, PreTrainedModel):
@@ -61,7 +52,7 @@ class AutoTiny(autoreg.AutoRegisterMixin, PreTrainedModel):
         self.post_init()
 
     def reset_buffers(self) -> None:
-        self.inv_freq = _inv_freq(self.config.dim)
+        self.inv_freq = rotary_inv_freq(self.config.dim)
         self.positions = torch.arange(self.config.max_len)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -82,14 +73,14 @@ class TwinTiny(PreTrainedModel):
     def __init__(self, config: TinyConfig) -> None:
         super().__init__(config)
         self.proj = nn.Linear(config.dim, config.dim)
-        self.register_buffer("inv_freq", _inv_freq(config.dim), persistent=False)
+        self.register_buffer("inv_freq", rotary_inv_freq(config.dim), persistent=False)
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if module is self:
-            init.copy_(self.inv_freq, _inv_freq(self.config.dim))
+            init.copy_(self.inv_freq, rotary_inv_freq(self.config.dim))
             init.copy_(self.positions, torch.arange(self.config.max_len))
 
 
@@ -101,7 +92,7 @@ class NaiveAuto(autoreg.AutoRegisterMixin, PreTrainedModel):
     def __init__(self, config: TinyConfig) -> None:
         super().__init__(config)
         self.proj = nn.Linear(config.dim, config.dim)
-        self.inv_freq = _inv_freq(config.dim)
+        self.inv_freq = rotary_inv_freq(config.dim)
         self.post_init()
 
 
@@ -111,7 +102,7 @@ class NaiveTwin(PreTrainedModel):
     def __init__(self, config: TinyConfig) -> None:
         super().__init__(config)
         self.proj = nn.Linear(config.dim, config.dim)
-        self.register_buffer("inv_freq", _inv_freq(config.dim), persistent=False)
+        self.register_buffer("inv_freq", rotary_inv_freq(config.dim), persistent=False)
         self.post_init()
 
 
@@ -145,7 +136,7 @@ def test_save_and_load_pretrained_recompute_the_buffers_in_the_models_dtype(
     assert loaded.proj.weight.dtype == dtype
     assert loaded.inv_freq.dtype == dtype  # main: float32 on autoreg with dtype=torch.float64
     assert loaded.positions.dtype == torch.long
-    assert torch.equal(loaded.inv_freq, _inv_freq(8).to(dtype))
+    assert torch.equal(loaded.inv_freq, rotary_inv_freq(8).to(dtype))
     assert torch.equal(loaded.positions, torch.arange(6))
     x = torch.randn(6, 8, dtype=dtype)
     torch.testing.assert_close(loaded(x), model.to(dtype)(x), rtol=0, atol=0)
@@ -161,7 +152,7 @@ def test_buffers_computed_only_in_init_are_not_restored_for_either(
     loaded = cls.from_pretrained(tmp_path)
 
     assert loaded.inv_freq.device.type == "cpu"
-    assert not torch.equal(loaded.inv_freq, _inv_freq(8))  # uninitialised memory
+    assert not torch.equal(loaded.inv_freq, rotary_inv_freq(8))  # uninitialised memory
 
 
 # --- stock models: nothing for autoreg to do ---------------------------------------------------

@@ -18,7 +18,6 @@ bfloat16 and with ``device_map="cpu"``: outputs bitwise equal.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +26,14 @@ import pytest
 pytest.importorskip("transformers")
 
 import torch
-import transformers
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 
 import autoreg
+from tests.integrations._support import rotary_inv_freq
 
-
-@pytest.fixture(autouse=True)
-def _no_progress_bars() -> Iterator[None]:
-    transformers.utils.logging.disable_progress_bar()
-    yield
-    transformers.utils.logging.enable_progress_bar()
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 class RecipeConfig(PretrainedConfig):
@@ -49,10 +43,6 @@ class RecipeConfig(PretrainedConfig):
         super().__init__(**kwargs)
         self.dim = dim
         self.length = length
-
-
-def _inv_freq(dim: int) -> torch.Tensor:
-    return 1.0 / 10_000 ** (torch.arange(0, dim, 2) / dim)
 
 
 # --- autoreg: derived buffers in reset_buffers(), the recipe in _init_weights ---------------------
@@ -65,7 +55,7 @@ class AutoRotary(autoreg.Module):
         self.reset_buffers()
 
     def reset_buffers(self) -> None:
-        self.inv_freq = _inv_freq(self.dim)
+        self.inv_freq = rotary_inv_freq(self.dim)
         self.positions = torch.arange(self.length)
 
     def forward(self) -> torch.Tensor:
@@ -109,7 +99,7 @@ class TwinRotary(nn.Module):
     def __init__(self, dim: int, length: int) -> None:
         super().__init__()
         self.dim, self.length = dim, length
-        self.register_buffer("inv_freq", _inv_freq(dim), persistent=False)
+        self.register_buffer("inv_freq", rotary_inv_freq(dim), persistent=False)
         self.register_buffer("positions", torch.arange(length), persistent=False)
 
     forward = AutoRotary.forward
@@ -138,7 +128,7 @@ class TwinModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if isinstance(module, TwinRotary):
-            init.copy_(module.inv_freq, _inv_freq(module.dim))
+            init.copy_(module.inv_freq, rotary_inv_freq(module.dim))
             init.copy_(module.positions, torch.arange(module.length))
 
     forward = AutoModel.forward
@@ -169,7 +159,7 @@ def test_the_recipe_restores_buffers_at_the_top_in_a_layer_and_in_a_nested_layer
     dtype = kwargs.get("dtype", torch.float32)
     for name in ("top", "layer.rotary", "layer.inner.rotary"):
         rotary = auto.get_submodule(name)
-        assert torch.equal(rotary.inv_freq, _inv_freq(8).to(dtype)), name
+        assert torch.equal(rotary.inv_freq, rotary_inv_freq(8).to(dtype)), name
         assert rotary.inv_freq.dtype == dtype
         assert torch.equal(rotary.positions, torch.arange(6)), name
     assert [n for n, _ in auto.named_buffers()] == [n for n, _ in twin.named_buffers()]
