@@ -11,9 +11,9 @@ import enum
 import os
 
 from ._errors import ClassDefinitionError, ConfigurationError
-from ._messages.contract import BAD_MODE, KEYWORD_NOT_BOOL, STRICT_AND_WARN
+from ._messages.contract import BAD_MODE, KEYWORD_NOT_BOOL
 
-__all__ = ["ENV_VAR", "Mode", "check_bool", "environment_mode", "keyword_mode"]
+__all__ = ["ENV_VAR", "Mode", "check_bool", "environment_mode"]
 
 ENV_VAR = "AUTOREG_MODE"
 
@@ -43,16 +43,3 @@ def check_bool(cls_name: str, keyword: str, value: object) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise ClassDefinitionError(KEYWORD_NOT_BOOL.format(cls=cls_name, keyword=keyword, value=value))
-
-
-def keyword_mode(cls_name: str, inherited: Mode, strict: bool | None, warn: bool | None) -> Mode:
-    """The mode a class statement asks for: its own keywords applied over the inherited mode."""
-    if strict and warn:
-        raise ClassDefinitionError(STRICT_AND_WARN.format(cls=cls_name))
-    if strict:
-        return Mode.STRICT
-    if warn:
-        return Mode.WARN
-    if (strict is False and inherited is Mode.STRICT) or (warn is False and inherited is Mode.WARN):
-        return Mode.REGISTER
-    return inherited

@@ -158,6 +158,35 @@ def test_property_7_a_tensor_that_escaped_vmap_does_not_stop_to() -> None:
     assert model.lin.weight.dtype == torch.float64
 
 
+@pytest.mark.parametrize("detach", [True, False], ids=["detached", "with-history"])
+def test_property_7_per_sample_gradients_leave_nothing_that_stops_to(detach: bool) -> None:
+    """The per-sample-gradients pattern, vmap(grad(functional_call)), over a forward that stores
+    state: what escaped the transforms is left, and the rest of the model converts (a detached
+    state raised "escaped from vmap" after the parameters were converted)."""
+
+    class Stateful(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = self.lin(x)
+            self.last = out.detach() if detach else out
+            return out
+
+    model = Stateful()
+    params = {name: p.detach() for name, p in model.named_parameters()}
+
+    def loss(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(model, params, (x,)).sum()
+
+    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0))(params, torch.ones(3, 2))
+    assert grads["lin.weight"].shape == (3, 1, 2)
+    model.to(torch.float64)
+    assert model.lin.weight.dtype == model.lin.bias.dtype == torch.float64
+    assert model(torch.ones(2, dtype=torch.float64)).dtype == torch.float64
+
+
 def test_property_7_a_packed_sequence_is_moved_by_its_own_to() -> None:
     """PackedSequence.to() keeps batch_sizes on the CPU, as its RNN requires; rebuilt as a named
     tuple, everything moved and the next .to(device) raised, the model half-moved."""

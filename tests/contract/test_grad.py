@@ -1,5 +1,10 @@
 """Row 6: a leaf tensor that requires grad (a weight) is neither registered nor carried; an autograd
-result (a non-leaf) is runtime state like any tensor, and moves (rows 10 and 11)."""
+result (a non-leaf) is runtime state like any tensor, and moves (rows 10 and 11).
+
+Property 6 of the contract's design: only leaves that require grad keep row 6's treatment. The
+``test_property_6_*`` tests check it here; torch's own utilities (prune, weight_norm,
+spectral_norm, parametrize, functional_call) are checked against the twin in
+``tests/torch/test_torch_utils.py`` and over the module catalogue."""
 
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ def test_an_autograd_result_built_in_init_is_carried_never_a_buffer() -> None:
     assert module.held.dtype == torch.float64
 
 
-def test_recurrent_state_computed_with_grad_moves_like_a_buffer() -> None:
+def test_property_6_recurrent_state_computed_with_grad_moves_like_a_buffer() -> None:
     """Row 11: ``self.h = self.cell(x, self.h)`` in a training forward stores a non-leaf tensor
     that requires grad; after .double() the next forward runs, as with a hand-registered buffer
     (it failed with "mat1 and mat2 must have the same dtype" when such state stayed behind)."""
@@ -102,7 +107,7 @@ def test_the_warning_names_class_attribute_and_tensor() -> None:
     assert record[0].filename == __file__
 
 
-def test_a_leaf_that_requires_grad_at_run_time_is_a_plain_attribute_without_warning() -> None:
+def test_property_6_a_leaf_requiring_grad_at_run_time_is_a_quiet_plain_attribute() -> None:
     """Only construction builds weights: at run time a leaf that requires grad (an input kept for
     attribution, torch.func.functional_call's temporary swap) is nn.Module's plain attribute."""
     module = Holder()
