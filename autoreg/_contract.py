@@ -64,7 +64,7 @@ __all__ = [
 
 # What nn.Module refuses for a buffer: not a tensor, not None, no __torch_function__ (a torch.fx
 # Proxy while symbolic_trace runs forward).
-_REFUSED_BY_BUFFERS: Final = frozenset({CONTAINER, OTHER})
+_REFUSED_BY_BUFFERS: Final = (CONTAINER, OTHER)  # a tuple: see _facts.TENSORS
 
 
 class Action(enum.Enum):

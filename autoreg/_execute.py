@@ -48,7 +48,7 @@ _MODULE_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_module_registration_hooks", {}
 )
 _REGISTER_BUFFER: Final = nn.Module.register_buffer
-_STORED_AS_BUFFERS: Final = frozenset({TENSOR, GRAD_LEAF, GRAD_RESULT, NONE})
+_STORED_AS_BUFFERS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, NONE)  # a tuple: see _facts.TENSORS
 _MISSING: Final = object()
 
 

@@ -70,8 +70,10 @@ class Registry(enum.IntEnum):
 # assignment reads several.
 EXPLICIT, TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER, NONE, TRACED, OTHER = Kind
 PARAMETERS, BUFFERS, MODULES, UNBUILT = Registry
-TENSORS: Final = frozenset({TENSOR, GRAD_LEAF, GRAD_RESULT})
-HELD: Final = frozenset({TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER})  # what .to() may convert
+# Tuples, not sets: compiled code tests membership in them, and dynamo on torch 2.6 cannot trace
+# ``frozenset.__contains__``.
+TENSORS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT)
+HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER)  # what .to() may convert
 
 
 # Everything ``classify`` reads about one assignment, a plain tuple (a dictionary key, built on
