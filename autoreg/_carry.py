@@ -164,17 +164,29 @@ class Conversion:
         self.reached: set[int] = set()  # the carriers whose _apply this call reached
         # id -> (registry, key): the carried tensors that are parameters or buffers of the tree.
         self.positions: dict[int, tuple[dict[str, Any], str]] = {}
+        # id -> (original, converted): the original is kept, so that its id is not reused.
         self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         shared: set[int] = set()  # the carried tensors something else may also hold
         modules = [root]
         for module in modules:
             d = module.__dict__
-            if CARRYING in d:
-                names = carried_names(module)
-                if names:
-                    self.carriers[id(module)] = (module, names)
-                    for name in names:
-                        _note_shared(d[name], shared)
+            names = d.get(CARRYING)
+            if names:
+                found = []
+                for name in names:
+                    value = d.get(name, _MISSING)
+                    if value is _MISSING or d.get(role_key(name)) != CARRIED:
+                        continue
+                    found.append(name)
+                    # A tensor that nothing but the __dict__ refers to (three references: it,
+                    # `value` and getrefcount's argument) cannot be registered anywhere: the
+                    # usual case, a state stored at run time, needs no search of the registries.
+                    if type(value) is not torch.Tensor or not (
+                        _EXACT_REFCOUNTS and sys.getrefcount(value) <= 3
+                    ):
+                        _note_shared(value, shared)
+                if found:
+                    self.carriers[id(module)] = (module, found)
             if recurse:
                 for child in module._modules.values():
                     if child is not None and id(child) not in tree:
@@ -195,16 +207,17 @@ class Conversion:
     def convert(self, fn: _ApplyFn, tensor: torch.Tensor) -> torch.Tensor:
         """The converted tensor for a carried one: one per original within the call."""
         key = id(tensor)
-        position = self.positions.get(key)
-        if position is not None:
-            registry, name = position
-            return registry[name]  # type: ignore[no-any-return]
         done = self.converted.get(key)
         if done is not None:
             return done[1]
-        if (tensor.requires_grad and tensor.is_leaf) or isinstance(tensor, nn.Parameter):
+        position = self.positions.get(key) if self.positions else None
+        if position is not None:
+            registry, name = position
+            new = registry[name]
+        elif (tensor.requires_grad and tensor.is_leaf) or isinstance(tensor, nn.Parameter):
             return tensor  # a weight (row 6), or another module's parameter: not autoreg's
-        new = fn(tensor)
+        else:
+            new = fn(tensor)
         self.converted[key] = (tensor, new)
         return new
 
@@ -252,13 +265,9 @@ class Conversion:
 
 def _note_shared(value: object, shared: set[int]) -> None:
     """Add to ``shared`` the tensors of a carried value that may also be parameters or buffers of
-    the tree. A tensor that nothing but its module's ``__dict__`` refers to cannot be registered
-    anywhere (a registry would hold a reference too): the usual case, a state stored at run
-    time, needs no search of the registries."""
+    the tree."""
     if isinstance(value, torch.Tensor):
-        # Three references: the __dict__, `value` and getrefcount's argument.
-        if not (_EXACT_REFCOUNTS and sys.getrefcount(value) <= 3):
-            shared.add(id(value))
+        shared.add(id(value))
     else:
         shared.update(id(t) for _, t in iter_tensors(value))
 
