@@ -7,7 +7,8 @@ reachable from its module tree stay where they are when ``.to()`` / ``.cuda()`` 
 Those are the tensors in a module's ``__dict__``: plain tensor attributes, and tensors nested in
 list, tuple and dict attributes (walked by ``_walk.iter_tensors``, so the audit and autoreg's
 ``_apply`` agree on what a container is). Each tensor object is reported once, at the first path
-that reaches it, in ``named_modules()`` order. Not findings:
+that reaches it, in ``named_modules()`` order. Not findings (``_audit_scope`` decides all but the
+first):
 
 - parameters and buffers of any module in the tree, wherever else they are referenced;
 - what an autoreg module carries (``carried_by_autoreg``, which asks the core): its ``.to()``
@@ -42,17 +43,12 @@ constants in plain attributes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.prune import BasePruningMethod
-from torch.nn.utils.spectral_norm import SpectralNorm
-from torch.nn.utils.weight_norm import WeightNorm
 
-from ._carry import carried, registered_tensors
-from ._declarations import Declaration
+from ._audit_scope import candidates, carried_by_autoreg, is_device_cache, overrides_apply
 from ._errors import NotAModuleError
 from ._facts import why_no_buffer_slot
 from ._messages.audits import (
@@ -74,14 +70,12 @@ from ._messages.audits import (
 )
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
-from ._state import FRAMEWORK, MODULE_INTERNALS, role_key
-from ._walk import CONTAINERS, iter_modules, iter_tensors
+from ._state import FRAMEWORK, role_key
+from ._walk import iter_modules, iter_tensors, registered_tensors
 
 __all__ = [
     "Finding",
     "Located",
-    "candidates",
-    "carried_by_autoreg",
     "check_module",
     "find_unregistered",
     "join",
@@ -190,7 +184,7 @@ def _audit(
     reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
         for name, value in candidates(sub):
-            if reached and _is_device_cache(value) and _overrides_apply(type(sub)):
+            if reached and is_device_cache(value) and overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except leaves that require grad.
             moves = reached and carried_by_autoreg(sub, name, value)
@@ -241,65 +235,6 @@ def check_module(module: object, function: str) -> None:
     raise NotAModuleError(NOT_A_MODULE.format(function=function, value=value, hint=hint))
 
 
-def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
-    """Whether ``module.name`` holds ``value`` that an autoreg module's ``.to()`` converts: the one
-    place the audits ask autoreg's core what it carries.
-
-    Only instances of autoreg classes carry: an instance unpickled after its class went back to
-    ``nn.Module`` keeps autoreg's keys in its ``__dict__``, but nothing converts its tensors.
-    """
-    return isinstance(module, AutoRegisterMixin) and carried(module, name)
-
-
-def _is_device_cache(value: object) -> bool:
-    """Whether ``value`` is a non-empty dict keyed by device names, as ``str(tensor.device)``."""
-    return isinstance(value, dict) and bool(value) and all(map(_is_device_name, value))
-
-
-def _is_device_name(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
-    try:
-        return str(torch.device(key)) == key
-    except (RuntimeError, TypeError, ValueError):
-        return False
-
-
-def _overrides_apply(cls: type) -> bool:
-    """Whether a class of ``cls.__mro__`` outside torch and autoreg defines ``_apply``."""
-    return any(
-        "_apply" in vars(klass) and klass.__module__.partition(".")[0] not in ("torch", "autoreg")
-        for klass in cls.__mro__
-    )
-
-
-def candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
-    """The ``__dict__`` entries of ``module`` that hold, or may hold, tensors ``.to()`` ignores."""
-    declarations: dict[str, Declaration] = (
-        type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
-    )
-    recomputed = _recomputed(module)
-    for name, value in list(module.__dict__.items()):
-        if not isinstance(value, (torch.Tensor, *CONTAINERS)):
-            continue
-        if name in MODULE_INTERNALS or name.startswith("_autoreg_") or name in recomputed:
-            continue
-        if declarations.get(name) is Declaration.PLAIN:
-            continue
-        yield name, value
-
-
-def _recomputed(module: nn.Module) -> set[str]:
-    """Names that a forward pre-hook of prune, weight_norm or spectral_norm rewrites each call."""
-    names: set[str] = set()
-    for hook in module._forward_pre_hooks.values():
-        if isinstance(hook, BasePruningMethod):
-            names.add(hook._tensor_name)
-        elif isinstance(hook, (WeightNorm, SpectralNorm)):
-            names.add(hook.name)
-    return names
-
-
 def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> str:
     """The one-line fix for ``tensor``, found in ``module.name`` (``value``)."""
     cls = type(module).__name__
@@ -316,7 +251,7 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
                 return FIX_FRAMEWORK.format(cls=cls)
             return FIX_AROUND_SETATTR.format(name=name)
         return FIX_BUFFER.format(name=name)
-    if _is_device_cache(value):
+    if is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)
     kind = "dict" if isinstance(value, dict) else "list"
     if tensor.requires_grad:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._audit import candidates, carried_by_autoreg, check_module, join
+from ._audit import check_module, join
+from ._audit_scope import candidates, carried_by_autoreg
 from ._facts import why_no_buffer_slot
 
 __all__ = ["register_tensors"]

@@ -10,15 +10,16 @@ with findings. It runs in four steps, one module each, plan before execute:
   kind of value). The audit knows which class and attribute leave a tensor behind; this knows the
   line that put it there, exactly, whatever calls whatever.
 - ``collect``: from the findings (``find_unregistered``, ``audit_forward``) and those records to
-  ``Stray`` records: plain data, one per class and attribute, with the source location of the
-  class and of each of its bases. It is the only step that looks at tensors and classes.
+  ``Stray`` records (``strays``): plain data, one per class and attribute, with the source
+  location of the class and of each of its bases. It is the only step that looks at tensors and
+  classes.
 - ``plan``: pure. From the strays and the style (``base`` or ``buffer``) to the edits of each
-  file, and the hand edits it lists instead of guessing (a weight that may want ``nn.Parameter``,
-  a tensor stored through ``setattr`` or by a helper outside the class, a class outside the
-  working directory, ...).
-- ``codemod``: LibCST. Applies one file's edits to its source and keeps every other byte; refuses
-  an edit whose code is not the simple statement it expects (a loop, a nested function, a
-  ``hasattr`` check that a registered name would change), and says why.
+  file (``edits``), and the hand edits it lists instead of guessing (a weight that may want
+  ``nn.Parameter``, a tensor stored through ``setattr`` or by a helper outside the class, a class
+  outside the working directory, ...).
+- ``codemod``: LibCST. Applies one file's edits to its source and keeps every other byte;
+  ``changes`` refuses an edit whose code is not the simple statement it expects (a loop, a nested
+  function, a ``hasattr`` check that a registered name would change), and says why.
 
 ``cli`` runs them, prints a unified diff (or writes it) and re-audits in a fresh process.
 LibCST is imported by the ``fix`` command only: ``import autoreg`` needs only torch.

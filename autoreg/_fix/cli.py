@@ -50,8 +50,10 @@ from .._messages.fix import (
 )
 from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, load
 from .collect import collect
-from .plan import Plan, Stray, WrapModules, make_plan
+from .edits import WrapModules
+from .plan import Plan, make_plan
 from .sites import record_stores
+from .strays import Stray
 
 if TYPE_CHECKING:
     from .codemod import Rewrite

@@ -2,7 +2,7 @@
 
 Each edit is checked against the code before it is made; an edit whose code is not the simple
 shape it expects is refused and comes back as a ``HandEdit`` with the reason. Made edits are
-collected by node (``_Changes``) and applied in one pass (``_Apply``); ``import autoreg`` (and
+collected by node (``changes``) and applied in one pass (``_Apply``); ``import autoreg`` (and
 ``import torch``, when the file has no name for ``torch.nn``) is added by ``imports``, where isort
 would put it, and only when the file does not already import it.
 """
@@ -10,53 +10,20 @@ would put it, and only when the file does not already import it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar, cast
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import MetadataWrapper
 
-from .._messages.fix import (
-    FIX_HAND_BASES,
-    FIX_HAND_BASES_EDIT,
-    FIX_HAND_BEFORE_INIT,
-    FIX_HAND_DECLARE_EDIT,
-    FIX_HAND_LOOP,
-    FIX_HAND_MODULES_EDIT,
-    FIX_HAND_NESTED,
-    FIX_HAND_NO_INIT,
-    FIX_HAND_NOT_ASSIGN,
-    FIX_HAND_PROBED,
-    FIX_HAND_REGISTER_EDIT,
-    FIX_HAND_SETATTR,
-    FIX_HAND_SETATTR_EDIT,
-    FIX_HAND_STALE,
-    FIX_HAND_STALE_EDIT,
-    FIX_HAND_UNPARSED,
-    FIX_HAND_WRAP_METHOD,
-    FIX_HAND_WRAP_SHAPE,
-)
+from .._messages.fix import FIX_HAND_STALE_EDIT, FIX_HAND_UNPARSED
+from .changes import Changes
+from .edits import Edit, HandEdit
 from .imports import add_import
-from .plan import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
-from .source import (
-    Index,
-    assigns,
-    before_init,
-    dotted,
-    probes,
-    self_name_of,
-    super_init,
-)
+from .source import Index
 
 __all__ = ["Rewrite", "rewrite"]
 
-# Methods of list and dict that nn.ModuleList / nn.ModuleDict do not have.
-_NOT_IN = {
-    "ModuleList": frozenset({"clear", "copy", "count", "index", "remove", "reverse", "sort"}),
-    "ModuleDict": frozenset({"copy", "fromkeys", "get", "popitem", "setdefault"}),
-}
-_SPACE = cst.SimpleWhitespace(" ")
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
@@ -80,7 +47,7 @@ def rewrite(source: bytes, filename: str, edits: Sequence[Edit]) -> Rewrite:
         hand = [HandEdit(filename, error.raw_line, "", reason, FIX_HAND_STALE_EDIT)]
         return Rewrite(source, "utf-8", [], hand)
     index = Index(MetadataWrapper(parsed, unsafe_skip_copy=True))
-    changes = _Changes(index, filename)
+    changes = Changes(index, filename)
     for edit in edits:
         changes.make(edit)
     module = index.module.visit(_Apply(changes))
@@ -89,186 +56,10 @@ def rewrite(source: bytes, filename: str, edits: Sequence[Edit]) -> Rewrite:
     return Rewrite(module.bytes, module.encoding, changes.made, changes.hand)
 
 
-class _Changes:
-    """What to change, by node: new bases, replaced small statements, statements inserted after
-    a statement; and the imports the changes need."""
-
-    def __init__(self, index: Index, filename: str) -> None:
-        self.index = index
-        self.filename = filename
-        self.bases: dict[cst.ClassDef, list[cst.Arg]] = {}
-        self.replaced: dict[cst.BaseSmallStatement, cst.BaseSmallStatement] = {}
-        self.after: dict[cst.SimpleStatementLine, list[cst.SimpleStatementLine]] = {}
-        self.imports: set[str] = set()
-        self.made: list[Edit] = []
-        self.hand: list[HandEdit] = []
-
-    def make(self, edit: Edit) -> None:
-        cls = self.index.find_class(edit.cls.qualname, edit.cls.lineno)
-        name = edit.cls.qualname.rpartition(".")[2]
-        attribute = "" if isinstance(edit, MakeAutoreg) else edit.attribute
-        lineno = edit.cls.lineno if isinstance(edit, MakeAutoreg) else edit.lineno
-
-        def refuse(reason: str, fix: str) -> None:
-            text = {"cls": edit.cls.qualname, "attribute": attribute}
-            hand = HandEdit(
-                self.filename,
-                lineno,
-                f"{name}.{attribute}" if attribute else name,
-                reason.format(**text),
-                fix.format(**text),
-            )
-            self.hand.append(hand)
-
-        if cls is None:
-            refuse(FIX_HAND_STALE, FIX_HAND_STALE_EDIT)
-        elif isinstance(edit, MakeAutoreg):
-            self._make_autoreg(cls, edit, refuse)
-        elif isinstance(edit, DeclareBuffer):
-            self._declare(cls, edit, refuse)
-        else:
-            self._store(cls, edit, refuse)
-
-    def _make_autoreg(self, cls: cst.ClassDef, edit: MakeAutoreg, refuse: _Refuse) -> None:
-        bases = list(cls.bases)
-        if any(dotted(arg.value).startswith("autoreg.") for arg in bases):
-            return  # already done
-        if any(arg.star for arg in bases) or len(bases) != len(edit.cls.bases):
-            refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
-            return
-        # Only a name (nn.Module, torch.nn.Module, Module) is replaced; an expression that gave
-        # nn.Module this time (a conditional, a call) keeps its meaning: the mixin goes first.
-        if edit.replace is not None and dotted(bases[edit.replace].value):
-            bases[edit.replace] = bases[edit.replace].with_changes(value=_expr("autoreg.Module"))
-        else:
-            # One base per line stays one per line: the mixin takes the first base's indent.
-            space: cst.BaseParenthesizableWhitespace = _SPACE
-            if isinstance(cls.lpar, cst.LeftParen) and isinstance(
-                cls.lpar.whitespace_after, cst.ParenthesizedWhitespace
-            ):
-                space = cls.lpar.whitespace_after
-            comma = cst.Comma(whitespace_after=space)
-            bases.insert(0, cst.Arg(_expr("autoreg.AutoRegisterMixin"), comma=comma))
-        self.bases[cls] = bases
-        self.imports.add("autoreg")
-        self.made.append(edit)
-
-    def _store(
-        self, cls: cst.ClassDef, edit: RegisterBuffer | WrapModules, refuse: _Refuse
-    ) -> None:
-        """Rewrite the statement that stores ``edit.attribute`` in a method of ``cls``."""
-        wrap = isinstance(edit, WrapModules)
-        fix = (
-            FIX_HAND_MODULES_EDIT.replace("{container}", edit.container)
-            if isinstance(edit, WrapModules)
-            else FIX_HAND_REGISTER_EDIT
-        )
-        statement = self.index.statement(cls, edit.lineno)
-        method = statement.function() if statement else None
-        if statement is None or method is None:
-            refuse(FIX_HAND_STALE, FIX_HAND_STALE_EDIT)
-            return
-        if any(m.matches(s, m.Expr(m.Call(func=m.Name("setattr")))) for s in statement.node.body):
-            refuse(FIX_HAND_SETATTR, fix if wrap else FIX_HAND_SETATTR_EDIT)
-            return
-        inner = statement.between(cls)
-        if inner[1:2] != (method,) or any(isinstance(n, cst.FunctionDef) for n in inner[2:]):
-            refuse(FIX_HAND_NESTED, fix)
-            return
-        if any(isinstance(n, (cst.For, cst.While)) for n in inner):
-            refuse(FIX_HAND_LOOP, fix)
-            return
-        self_name = self_name_of(method)
-        small = next(
-            (s for s in statement.node.body if assigns(s, self_name, edit.attribute)), None
-        )
-        if small is None or self_name is None:
-            refuse(FIX_HAND_NOT_ASSIGN, fix)
-            return
-        value = small.value  # type: ignore[attr-defined]
-        if before_init(self.index, method, statement, self_name):
-            refuse(FIX_HAND_BEFORE_INIT, fix)
-        elif isinstance(edit, WrapModules):
-            self._wrap(cls, edit, small, value, self_name, refuse)
-        else:
-            call = _register(self_name, edit.attribute, value)
-            self.replaced[small] = cst.Expr(call, semicolon=small.semicolon)
-            self.made.append(edit)
-
-    def _wrap(
-        self,
-        cls: cst.ClassDef,
-        edit: WrapModules,
-        small: cst.BaseSmallStatement,
-        value: cst.BaseExpression,
-        self_name: str,
-        refuse: _Refuse,
-    ) -> None:
-        fix = FIX_HAND_MODULES_EDIT.replace("{container}", edit.container)
-        displays = (cst.List, cst.ListComp, cst.Dict, cst.DictComp)
-        if not isinstance(value, displays) and not m.matches(
-            value, m.Call(func=m.Name("list") | m.Name("dict"))
-        ):
-            refuse(FIX_HAND_WRAP_SHAPE, fix)
-            return
-        used = m.Call(func=m.Attribute(value=_self_attr(self_name, edit.attribute)))
-        for call in m.findall(cls, used):
-            method = call.func.attr.value  # type: ignore[attr-defined]
-            if method in _NOT_IN[edit.container]:
-                refuse(FIX_HAND_WRAP_METHOD.format(method=method, container=edit.container), fix)
-                return
-        nn, needs_torch = self.index.torch_nn()
-        empty = m.matches(value, m.List(elements=[]) | m.Dict(elements=[]))
-        args = [] if empty else [cst.Arg(value)]
-        wrapped = cst.Call(_expr(f"{nn}.{edit.container}"), args)
-        self.replaced[small] = small.with_changes(value=wrapped)
-        if needs_torch:
-            self.imports.add("torch")
-        self.made.append(edit)
-
-    def _declare(self, cls: cst.ClassDef, edit: DeclareBuffer, refuse: _Refuse) -> None:
-        """Register ``edit.attribute`` as None in ``cls.__init__``, right after
-        ``super().__init__()``: in place of a ``self.x = None`` there, else a new line."""
-        init = next(
-            (
-                node
-                for node in cls.body.body
-                if isinstance(node, cst.FunctionDef) and node.name.value == "__init__"
-            ),
-            None,
-        )
-        self_name = self_name_of(init) if init else None
-        body = self.index.body_statements(init) if init else []
-        start = next(
-            (i for i, s in enumerate(body) if self_name and super_init(s, self_name)), None
-        )
-        if init is None or self_name is None or start is None:
-            refuse(FIX_HAND_NO_INIT, FIX_HAND_DECLARE_EDIT)
-            return
-        if probes(cls, edit.attribute):
-            refuse(FIX_HAND_PROBED, FIX_HAND_DECLARE_EDIT)
-            return
-        call = _register(self_name, edit.attribute, cst.Name("None"))
-        for statement in body[start + 1 :]:
-            for small in statement.node.body:
-                value = getattr(small, "value", None)
-                none = isinstance(value, cst.Name) and value.value == "None"
-                if none and assigns(small, self_name, edit.attribute):
-                    self.replaced[small] = cst.Expr(call, semicolon=small.semicolon)
-                    self.made.append(edit)
-                    return
-        line = cst.SimpleStatementLine([cst.Expr(call)])
-        self.after.setdefault(body[start].node, []).append(line)
-        self.made.append(edit)
-
-
-_Refuse = Callable[[str, str], None]
-
-
 class _Apply(cst.CSTTransformer):
-    """Carries out ``_Changes`` on the tree they were found in."""
+    """Carries out ``Changes`` on the tree they were found in."""
 
-    def __init__(self, changes: _Changes) -> None:
+    def __init__(self, changes: Changes) -> None:
         super().__init__()
         self.changes = changes
 
@@ -285,28 +76,3 @@ class _Apply(cst.CSTTransformer):
         elif isinstance(original_node, cst.SimpleStatementLine) and original_node in changes.after:
             new = cst.FlattenSentinel([updated, *changes.after[original_node]])
         return cast("_Node | cst.RemovalSentinel | cst.FlattenSentinel[_Node]", new)
-
-
-def _register(self_name: str, attribute: str, value: cst.BaseExpression) -> cst.Call:
-    """``self.register_buffer("attribute", value, persistent=False)``."""
-    comma = cst.Comma(whitespace_after=_SPACE)
-    return cst.Call(
-        cst.Attribute(cst.Name(self_name), cst.Name("register_buffer")),
-        [
-            cst.Arg(cst.SimpleString(f'"{attribute}"'), comma=comma),
-            cst.Arg(value, comma=comma),
-            cst.Arg(
-                cst.Name("False"),
-                keyword=cst.Name("persistent"),
-                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-            ),
-        ],
-    )
-
-
-def _self_attr(self_name: str, attribute: str) -> m.Attribute:
-    return m.Attribute(value=m.Name(self_name), attr=m.Name(attribute))
-
-
-def _expr(text: str) -> cst.BaseExpression:
-    return cst.parse_expression(text)

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from .._audit import _is_device_cache, locate_unregistered
+from .._audit import locate_unregistered
+from .._audit_scope import is_device_cache
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._messages.audits import FIX_AUTOGRAD_RESULT, FIX_STORED, FIX_STORED_CONTAINER
@@ -36,8 +37,8 @@ from .._messages.fix import (
 )
 from .._mixin import AutoRegisterMixin
 from .._walk import CONTAINERS, iter_modules, iter_tensors
-from .plan import ClassInfo, Kind, Site, Stray
 from .sites import Stores
+from .strays import ClassInfo, Kind, Site, Stray
 
 __all__ = ["collect"]
 
@@ -112,7 +113,7 @@ def _stray(
         if "tensor" not in stored:
             return hand(FIX_HAND_STORED, fix)
         kind = Kind.TENSOR
-    elif _is_device_cache(value):
+    elif is_device_cache(value):
         return hand(FIX_HAND_DEVICE_CACHE, FIX_HAND_DEVICE_CACHE_EDIT.format(**text))
     elif any(True for _ in iter_modules(value)):
         container = type(value).__name__

@@ -1,13 +1,12 @@
 """From strays to a plan: the edits of each file, and the hand edits listed instead of guessing.
 
-Pure: no torch, no LibCST, no file access. ``collect`` builds the ``Stray`` records from a built
-model; ``codemod`` carries out the edits.
+Pure: no torch, no LibCST, no file access. ``collect`` builds the ``Stray`` records (``strays``)
+from a built model; ``codemod`` carries out the edits (``edits``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import os
 from collections.abc import Iterable, Sequence
 from typing import Literal, TypeAlias
@@ -30,142 +29,12 @@ from .._messages.fix import (
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
 )
+from .edits import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
+from .strays import ClassInfo, Kind, Site, Stray
 
-__all__ = [
-    "ClassInfo",
-    "DeclareBuffer",
-    "Edit",
-    "HandEdit",
-    "Kind",
-    "MakeAutoreg",
-    "Plan",
-    "RegisterBuffer",
-    "Site",
-    "Stray",
-    "Style",
-    "WrapModules",
-    "make_plan",
-]
+__all__ = ["Plan", "Style", "make_plan"]
 
 Style: TypeAlias = Literal["base", "buffer"]
-
-
-class Kind(enum.Enum):
-    """What a stray holds, as far as fixing it goes."""
-
-    TENSOR = "a tensor"  # a plain tensor attribute: autoreg moves it; so does a buffer
-    TENSORS = "a container of tensors"  # autoreg carries it; plain PyTorch has no buffer container
-    MODULES = "a container of modules"  # nn.ModuleList / nn.ModuleDict, in either style
-    HAND = "a tensor only its author can place"  # a weight, a class-level name, ...: listed
-
-
-@dataclasses.dataclass(frozen=True)
-class Site:
-    """Where a value was stored on a module: ``filename:lineno``, in ``function`` (a qualified
-    name), during the module's construction or not, and what it stored: ``"tensor"``,
-    ``"none"``, ``"container"`` or ``"other"``."""
-
-    filename: str
-    lineno: int
-    function: str
-    construction: bool
-    value: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ClassInfo:
-    """A class, as the codemod finds it: its file (None without source), its qualified name and
-    the lines of its statement; ``bases`` says for each base whether it is ``torch.nn.Module``
-    itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else."""
-
-    qualname: str
-    filename: str | None
-    lineno: int
-    end_lineno: int
-    bases: tuple[str, ...]
-
-    def holds(self, site: Site) -> bool:
-        return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno
-
-
-@dataclasses.dataclass(frozen=True)
-class Stray:
-    """One attribute of one class that leaves tensors behind.
-
-    ``classes``: the class of the module that holds it, then its bases (torch's and autoreg's
-    left out). ``sites``: where it was stored. ``container``: ``"list"``, ``"tuple"`` or
-    ``"dict"`` for the container kinds, and whether it can become ``nn.ModuleList`` /
-    ``nn.ModuleDict`` as it is (``wrappable``). ``reason`` and ``edit``: for ``Kind.HAND``, why
-    and what to write.
-    """
-
-    classes: tuple[ClassInfo, ...]
-    attribute: str
-    kind: Kind
-    sites: tuple[Site, ...] = ()
-    container: str = ""
-    wrappable: bool = False
-    reason: str = ""
-    edit: str = ""
-
-    @property
-    def name(self) -> str:
-        return f"{self.classes[0].qualname.rpartition('.')[2]}.{self.attribute}"
-
-
-@dataclasses.dataclass(frozen=True)
-class MakeAutoreg:
-    """Base style: ``cls`` becomes an autoreg class. ``replace`` is the index of its
-    ``nn.Module`` base (which becomes ``autoreg.Module``); None puts ``autoreg.AutoRegisterMixin``
-    first."""
-
-    cls: ClassInfo
-    replace: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class RegisterBuffer:
-    """Buffer style: the store of ``attribute`` at ``lineno``, in a method of ``cls``, becomes
-    ``self.register_buffer("attribute", EXPR, persistent=False)``."""
-
-    cls: ClassInfo
-    attribute: str
-    lineno: int
-
-
-@dataclasses.dataclass(frozen=True)
-class DeclareBuffer:
-    """Buffer style: ``attribute``, first stored at run time (at ``lineno``), is registered as
-    ``None`` in ``cls.__init__``."""
-
-    cls: ClassInfo
-    attribute: str
-    lineno: int
-
-
-@dataclasses.dataclass(frozen=True)
-class WrapModules:
-    """Buffer style: the container of modules stored at ``lineno`` becomes ``nn.{container}``."""
-
-    cls: ClassInfo
-    attribute: str
-    lineno: int
-    container: Literal["ModuleList", "ModuleDict"]
-
-
-Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules
-
-
-@dataclasses.dataclass(frozen=True)
-class HandEdit:
-    """What ``fix`` lists instead of guessing: at ``filename:lineno``, ``name`` (``Class.attr``),
-    why it is not rewritten, and the edit to make."""
-
-    filename: str
-    lineno: int
-    name: str
-    reason: str
-    edit: str
 
 
 @dataclasses.dataclass

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .._mixin import AutoRegisterMixin
-from .plan import Site
+from .strays import Site
 
 __all__ = ["Stores", "record_stores"]
 

@@ -8,18 +8,9 @@ import textwrap
 import pytest
 
 from autoreg._fix.codemod import rewrite
-from autoreg._fix.plan import (
-    ClassInfo,
-    DeclareBuffer,
-    Edit,
-    Kind,
-    MakeAutoreg,
-    RegisterBuffer,
-    Site,
-    Stray,
-    WrapModules,
-    make_plan,
-)
+from autoreg._fix.edits import DeclareBuffer, Edit, MakeAutoreg, RegisterBuffer, WrapModules
+from autoreg._fix.plan import make_plan
+from autoreg._fix.strays import ClassInfo, Kind, Site, Stray
 
 FILE = "/project/model.py"
 

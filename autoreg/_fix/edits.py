@@ -1,0 +1,70 @@
+"""The edits ``plan`` hands to ``codemod``, and the hand edits listed where ``fix`` would guess.
+
+An ``Edit`` names the class it changes (a ``ClassInfo``) and, but for ``MakeAutoreg``, the line
+of the store it rewrites. A ``HandEdit`` is what ``plan`` or ``codemod`` lists instead: where,
+why, and what to write. Plain data: no torch, no LibCST, no file access.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, TypeAlias
+
+from .strays import ClassInfo
+
+__all__ = ["DeclareBuffer", "Edit", "HandEdit", "MakeAutoreg", "RegisterBuffer", "WrapModules"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MakeAutoreg:
+    """Base style: ``cls`` becomes an autoreg class. ``replace`` is the index of its
+    ``nn.Module`` base (which becomes ``autoreg.Module``); None puts ``autoreg.AutoRegisterMixin``
+    first."""
+
+    cls: ClassInfo
+    replace: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisterBuffer:
+    """Buffer style: the store of ``attribute`` at ``lineno``, in a method of ``cls``, becomes
+    ``self.register_buffer("attribute", EXPR, persistent=False)``."""
+
+    cls: ClassInfo
+    attribute: str
+    lineno: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclareBuffer:
+    """Buffer style: ``attribute``, first stored at run time (at ``lineno``), is registered as
+    ``None`` in ``cls.__init__``."""
+
+    cls: ClassInfo
+    attribute: str
+    lineno: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WrapModules:
+    """Buffer style: the container of modules stored at ``lineno`` becomes ``nn.{container}``."""
+
+    cls: ClassInfo
+    attribute: str
+    lineno: int
+    container: Literal["ModuleList", "ModuleDict"]
+
+
+Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules
+
+
+@dataclasses.dataclass(frozen=True)
+class HandEdit:
+    """What ``fix`` lists instead of guessing: at ``filename:lineno``, ``name`` (``Class.attr``),
+    why it is not rewritten, and the edit to make."""
+
+    filename: str
+    lineno: int
+    name: str
+    reason: str
+    edit: str

@@ -1,0 +1,76 @@
+"""The records ``collect`` hands to ``plan``: what leaves tensors behind, and where it was stored.
+
+One ``Stray`` per class and attribute, with what it holds (``Kind``), the classes it concerns
+(``ClassInfo``: where each is defined, what its bases are) and where it was stored (``Site``, as
+``sites`` records it). Plain data: no torch, no LibCST, no file access.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+__all__ = ["ClassInfo", "Kind", "Site", "Stray"]
+
+
+class Kind(enum.Enum):
+    """What a stray holds, as far as fixing it goes."""
+
+    TENSOR = "a tensor"  # a plain tensor attribute: autoreg moves it; so does a buffer
+    TENSORS = "a container of tensors"  # autoreg carries it; plain PyTorch has no buffer container
+    MODULES = "a container of modules"  # nn.ModuleList / nn.ModuleDict, in either style
+    HAND = "a tensor only its author can place"  # a weight, a class-level name, ...: listed
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """Where a value was stored on a module: ``filename:lineno``, in ``function`` (a qualified
+    name), during the module's construction or not, and what it stored: ``"tensor"``,
+    ``"none"``, ``"container"`` or ``"other"``."""
+
+    filename: str
+    lineno: int
+    function: str
+    construction: bool
+    value: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassInfo:
+    """A class, as the codemod finds it: its file (None without source), its qualified name and
+    the lines of its statement; ``bases`` says for each base whether it is ``torch.nn.Module``
+    itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else."""
+
+    qualname: str
+    filename: str | None
+    lineno: int
+    end_lineno: int
+    bases: tuple[str, ...]
+
+    def holds(self, site: Site) -> bool:
+        return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno
+
+
+@dataclasses.dataclass(frozen=True)
+class Stray:
+    """One attribute of one class that leaves tensors behind.
+
+    ``classes``: the class of the module that holds it, then its bases (torch's and autoreg's
+    left out). ``sites``: where it was stored. ``container``: ``"list"``, ``"tuple"`` or
+    ``"dict"`` for the container kinds, and whether it can become ``nn.ModuleList`` /
+    ``nn.ModuleDict`` as it is (``wrappable``). ``reason`` and ``edit``: for ``Kind.HAND``, why
+    and what to write.
+    """
+
+    classes: tuple[ClassInfo, ...]
+    attribute: str
+    kind: Kind
+    sites: tuple[Site, ...] = ()
+    container: str = ""
+    wrappable: bool = False
+    reason: str = ""
+    edit: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.classes[0].qualname.rpartition('.')[2]}.{self.attribute}"
