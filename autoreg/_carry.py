@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final
 
 import torch
@@ -50,11 +50,8 @@ __all__ = [
     "adopt",
     "apply",
     "carried",
-    "carried_names",
     "carried_values",
     "carry",
-    "loose_tensors",
-    "registered_tensors",
 ]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
@@ -69,18 +66,14 @@ def carried(module: nn.Module, name: str) -> bool:
     return module.__dict__.get(role_key(name)) == CARRIED
 
 
-def carried_names(module: nn.Module) -> list[str]:
-    """The names under which ``module`` (an autoreg instance) holds values it carries."""
-    d = module.__dict__
-    return [
-        name for name in d.get(CARRYING, _NONE) if name in d and d.get(role_key(name)) == CARRIED
-    ]
-
-
 def carried_values(module: nn.Module) -> dict[str, Any]:
     """The values ``module`` (an autoreg instance) carries, by name."""
     d = module.__dict__
-    return {name: d[name] for name in carried_names(module)}
+    return {
+        name: d[name]
+        for name in d.get(CARRYING, _NONE)
+        if name in d and d.get(role_key(name)) == CARRIED
+    }
 
 
 def carry(module: nn.Module, name: str) -> None:
@@ -211,9 +204,10 @@ class Conversion:
         if done is not None:
             return done[1]
         position = self.positions.get(key) if self.positions else None
+        new: torch.Tensor
         if position is not None:
             registry, name = position
-            new = registry[name]
+            new = registry[name]  # what nn.Module made of it
         elif (tensor.requires_grad and tensor.is_leaf) or isinstance(tensor, nn.Parameter):
             return tensor  # a weight (row 6), or another module's parameter: not autoreg's
         else:
@@ -281,28 +275,3 @@ def _not_converted(module: nn.Module, name: str, value: object, error: Exception
             cls=type(module).__name__, name=name, value=describe(value), error=error
         )
         warnings.warn(message, AutoRegisterWarning, stacklevel=2)
-
-
-# --- shared with the audit and strict mode -----------------------------------------------------
-
-
-def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Tensor]]:
-    """The tensors in ``value`` that only autoreg would move: not registered, not weights."""
-    found = [(path, t) for path, t in iter_tensors(value) if not (t.requires_grad and t.is_leaf)]
-    if found:
-        registered = registered_tensors(module.modules())
-        found = [(path, t) for path, t in found if id(t) not in registered]
-    return found
-
-
-def registered_tensors(
-    modules: Iterable[nn.Module],
-) -> dict[int, tuple[torch.Tensor, dict[str, Any], str]]:
-    """``id(tensor) -> (tensor, registry, key)`` for the parameters and buffers of ``modules``."""
-    found: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
-    for module in modules:
-        for registry in (module._parameters, module._buffers):
-            for key, tensor in registry.items():
-                if tensor is not None:
-                    found[id(tensor)] = (tensor, registry, key)
-    return found

@@ -17,7 +17,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._carry import loose_tensors
 from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
@@ -32,6 +31,7 @@ from ._messages.contract import (
 )
 from ._messages.describe import describe
 from ._record import ClassRecord
+from ._walk import loose_tensors
 
 __all__ = ["enforce"]
 

@@ -9,13 +9,20 @@ modules included, is a leaf.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
-__all__ = ["CONTAINERS", "iter_modules", "iter_tensors", "map_tensors"]
+__all__ = [
+    "CONTAINERS",
+    "iter_modules",
+    "iter_tensors",
+    "loose_tensors",
+    "map_tensors",
+    "registered_tensors",
+]
 
 CONTAINERS = (list, tuple, dict)
 
@@ -106,3 +113,25 @@ def map_tensors(
     for container, key, new in writes:
         container[key] = new
     return result
+
+
+def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Tensor]]:
+    """The tensors in ``value`` that only autoreg would move: not registered, not weights."""
+    found = [(path, t) for path, t in iter_tensors(value) if not (t.requires_grad and t.is_leaf)]
+    if found:
+        registered = registered_tensors(module.modules())
+        found = [(path, t) for path, t in found if id(t) not in registered]
+    return found
+
+
+def registered_tensors(
+    modules: Iterable[nn.Module],
+) -> dict[int, tuple[torch.Tensor, dict[str, Any], str]]:
+    """``id(tensor) -> (tensor, registry, key)`` for the parameters and buffers of ``modules``."""
+    found: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
+    for module in modules:
+        for registry in (module._parameters, module._buffers):
+            for key, tensor in registry.items():
+                if tensor is not None:
+                    found[id(tensor)] = (tensor, registry, key)
+    return found
