@@ -1,36 +1,32 @@
 """``python -m benchmarks [--plan cpu|gpu] [--quick] [--out DIR]``: forward speed and micro.
 
-Plans (``--plan``, default: ``gpu`` where CUDA is available, else ``cpu``):
+Plans (``--plan``, default: ``gpu`` where CUDA is available, else ``cpu``; what each times:
+``forward.configs_for`` and docs/benchmarks.md):
 
-- ``cpu``: the ten small models, eager at batch 1 and 32 and under ``torch.compile``; the micro
-  benchmarks. About 5 minutes on a 2-core CPU.
-- ``gpu``: on CUDA, the ten small models eager at batch 1 (float32) and 256 (bfloat16), the
-  4096-wide bfloat16 TransformerBlock4096 eager, and under
-  ``torch.compile(mode="reduce-overhead")`` (CUDA graphs) and ``torch.compile`` the transformer
-  block, the recurrent cell, the nested model (batch 1) and the 4096-wide layer.
-  ``benchmarks/gpu_run.sh`` runs it in one call. With ``--device cpu`` the same configurations
-  run at tiny sizes: the test suite runs that, so that a GPU run cannot fail on Python. What has no
-  CPU equivalent is said in the output: CUDA graphs (inductor skips them on a CPU and counts the
-  skip) and CUDA events (the CPU clock is ``time.process_time``).
+- ``cpu``: the ten small models eager and under ``torch.compile``; the micro benchmarks. About 5
+  minutes on a 2-core CPU.
+- ``gpu``: on CUDA, the small models and the 4096-wide TransformerBlock4096, eager and under
+  ``torch.compile`` with and without CUDA graphs (``mode="reduce-overhead"``); one call:
+  ``benchmarks/gpu_run.sh``. With ``--device cpu`` the same configurations run at tiny sizes: the
+  test suite runs that, so that a GPU run cannot fail on Python. What has no CPU equivalent is
+  said in the output.
 
 Results go to ``--out`` (default ``benchmark-results/`` in the working directory, git-ignored);
 the reference results the docs quote are in ``benchmarks/results/``. ``--quick`` skips
-compilation and uses fewer, shorter rounds. ``--models``, ``--modes`` and ``--parts`` narrow any
-run; ``--budget-s`` starts no forward job after that many seconds (the rest are reported as
-skipped); an interrupt (Ctrl-C, ``timeout -s INT``) stops the run and still writes what was
-measured. The micro benchmarks always run on the CPU. Whether tensors move at all is a test:
-``tests/benchmarks/test_zoo_moves.py``.
+compilation and uses fewer, shorter rounds. ``--parts`` narrows any run; ``--budget-s`` starts no
+forward job after that many seconds (the rest are reported as skipped); an interrupt (Ctrl-C,
+``timeout -s INT``) stops the run and still writes what was measured. The micro benchmarks always
+run on the CPU. Whether tensors move at all is a test: ``tests/benchmarks/test_zoo_moves.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import os
 import shlex
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -63,26 +59,13 @@ TINY = Settings((2, 0.001), (2, 0.001), (2, 0.001))  # the GPU plan on a CPU: ev
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmarks, print the tables, write the result files; 0 unless something crashed."""
+    """Run the benchmarks, print the report, write the result files; 0 unless something crashed."""
     args = _parser().parse_args(argv)
-    if args.plot:
-        report.check_plotting()
-        target = Path(args.plot).with_suffix(".png")
-        report.plot(json.loads(Path(args.plot).read_text()), target)
-        print(f"wrote {target}")
-        return 0
     started = time.perf_counter()
-    if not args.no_png:
-        report.check_plotting()
-    args.parts = args.parts.split(",")
-    if unknown := set(args.parts) - set(PARTS):
-        raise SystemExit(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(PARTS)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch.cuda.is_available() is False on this machine")
-    device = (
-        args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
-    )
-    plan = args.plan if args.plan != "auto" else "gpu" if device == "cuda" else "cpu"
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    plan = args.plan or ("gpu" if device == "cuda" else "cpu")
     tiny = plan == "gpu" and device == "cpu"
     if device == "cpu":
         torch.set_num_threads(1)  # one core per measurement: less noise from whatever else runs
@@ -90,12 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         QUICK if args.quick else (GPU if device == "cuda" else TINY) if plan == "gpu" else FULL
     )
     configs = configs_for(device, plan, args.quick)
-    if args.modes:
-        configs = [c for c in configs if c.mode in args.modes.split(",")]
-    if args.models:
-        keep = set(args.models.split(","))
-        configs = [replace(c, models=tuple(n for n in c.models if n in keep)) for c in configs]
-        configs = [c for c in configs if c.models]
     notes = [] if device == "cuda" else [
         "note: forward clock on cpu: time.process_time per block (CUDA events need a GPU)",
         *(["note: reduce-overhead on cpu: no CUDA graphs; inductor compiles without them and "
@@ -108,40 +85,37 @@ def main(argv: list[str] | None = None) -> int:
     machine = report.describe_machine(device)  # after the settings it records
 
     rows: list[Row] = []
+    progress = functools.partial(print, flush=True)
     interrupted = ""
     try:
         # Micro first: in today's core, a compiled forward earlier in the process changes what
         # .to() costs (issue 14); micro measures a process where nothing was compiled.
         if "micro" in args.parts:
             print("micro ...", flush=True)
-            run_micro(settings.micro, settings.heavy, rows, _progress)
+            run_micro(settings.micro, settings.heavy, rows, progress)
         if "forward" in args.parts:
             print("forward speed ...", flush=True)
             deadline = started + args.budget_s if args.budget_s else None
-            run_forward(device, configs, settings.forward, rows, _progress, deadline)
+            run_forward(device, configs, settings.forward, rows, progress, deadline)
     except KeyboardInterrupt:
         interrupted = "interrupted: the parts after the last printed line did not run"
         print(interrupted, flush=True)
     clock = "time.process_time (torch.utils.benchmark.Timer), one torch thread"
     if device == "cuda":
         clock = f"forward: torch.cuda.Event per block, one synchronize per round; micro: {clock}"
-    settings_used = {**settings._asdict(), "plan": plan, "clock": clock, "budget_s": args.budget_s}
-    settings_used.update(
-        file_suffix="-quick" if args.quick else "-gpu-plan" if tiny else "",
-        interrupted=interrupted,
-        command=shlex.join(["python", "-m", "benchmarks", *(argv or sys.argv[1:])]),
-    )
+    settings_used = {
+        **settings._asdict(), "plan": plan, "clock": clock, "budget_s": args.budget_s,
+        "file_suffix": "-quick" if args.quick else "-gpu-plan" if tiny else "",
+        "interrupted": interrupted,
+        "command": shlex.join(["python", "-m", "benchmarks", *(argv or sys.argv[1:])]),
+    }  # fmt: skip
     kind = "quick" if args.quick else "tiny gpu plan on cpu" if tiny else f"{plan} plan"
     result = report.build(kind, machine, settings_used, rows, notes, time.perf_counter() - started)
-    paths = report.write_files(result, Path(args.out), png=not args.no_png)
-    print(f"\n{report.format_text(result)}\n")
+    paths = report.write_files(result, Path(args.out))
+    print(f"\n{report.format_markdown(result)}")
     for path in paths:
         print(f"wrote {path}")
     return 0
-
-
-def _progress(line: str) -> None:
-    print(line, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -150,16 +124,12 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--plan", choices=("auto", "cpu", "gpu"), default="auto")
+    parser.add_argument("--plan", choices=("cpu", "gpu"), help="default: gpu with CUDA, else cpu")
     parser.add_argument("--quick", action="store_true", help="smoke run: < 1 min, no compile")
     parser.add_argument("--out", default="benchmark-results", help="directory for the result files")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
-    parser.add_argument("--modes", default="", help="comma-separated forward modes (default: all)")
-    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated parts to run")
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda where available")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=PARTS, help="parts to run")
     parser.add_argument("--budget-s", type=float, default=0, help="no forward job starts after")
-    parser.add_argument("--no-png", action="store_true", help="write the JSON and markdown only")
-    parser.add_argument("--plot", default="", help="draw the PNG of a results JSON, and exit")
     return parser
 
 

@@ -10,10 +10,9 @@ are called in lock-step until dynamo's frame count, inductor's CUDA-graph skips 
 recordings stop changing; a row whose counters differ between the sides, or change while timed,
 fails (its timing would include compiling or recording), as does one whose outputs differ or
 whose (c) has more graph breaks (``torch._dynamo.explain`` on a copy). The FX-graph and
-AOT-autograd caches are off, so that (c) does not reuse (b)'s graph. Under ``reduce-overhead``, a
-tensor forward writes to the module (the recurrent cell's state) is a CUDA-graph output the next
-replay overwrites: after each call the caller copies it into a tensor of its own, at a fixed
-address (what a user must do; timed for both sides alike).
+AOT-autograd caches are off, so that (c) does not reuse (b)'s graph. Under ``reduce-overhead``,
+state forward writes to the module is kept outside the CUDA-graph pool (``_StateOutsideGraph``,
+timed for both sides alike).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from torch import nn
 import autoreg
 
 from .timing import Row, block_size, cpu_block, cuda_block, interleave, make_timer
-from .zoo import LARGE, MODELS, ModelSpec, by_name
+from .zoo import LARGE, MODELS, SPECS, ModelSpec
 
 __all__ = ["COUNTERS", "Config", "configs_for", "run_forward"]
 
@@ -76,13 +75,12 @@ def configs_for(device: str, plan: str, quick: bool) -> list[Config]:
     """
     every = tuple(spec.name for spec in MODELS)
     if plan == "cpu":
-        configs = [Config("eager", 1, torch.float32, every)]
-        configs.append(Config("eager", CPU_BATCH, torch.float32, every))
-        compiled = [
-            Config("compile", 1, torch.float32, every),
-            Config("compile", CPU_BATCH, torch.float32, ("NormalizedCNN", *COMPILED_SUBSET)),
-        ]
-        return configs if quick else configs + compiled
+        configs = [Config("eager", batch, torch.float32, every) for batch in (1, CPU_BATCH)]
+        if not quick:
+            configs.append(Config("compile", 1, torch.float32, every))
+            subset = ("NormalizedCNN", *COMPILED_SUBSET)
+            configs.append(Config("compile", CPU_BATCH, torch.float32, subset))
+        return configs
     layer = (LARGE.name if device == "cuda" else "TransformerBlock",)
     large = GPU_BATCH if device == "cuda" else TINY_BATCH
     configs = [
@@ -122,7 +120,7 @@ def run_forward(
                     row.skipped = "time budget (--budget-s) spent before it started"
                     continue
                 try:
-                    _job(by_name(name), config, device, timing, row, flip=index % 2 == 1)
+                    _job(SPECS[name], config, device, timing, row, flip=index % 2 == 1)
                 except Exception as error:  # noqa: BLE001 - reported in the table, the run goes on
                     row.error = f"{type(error).__name__}: {str(error).strip()[:300]}"
                 finally:
@@ -135,11 +133,7 @@ def run_forward(
 
 
 class _Counters:
-    """COUNTERS per side over the whole job, and how many changed while timed (or calibrating).
-
-    Custom: ``torch.utils.benchmark`` knows nothing of compilation; these say whether both sides
-    compiled alike and whether a timing includes a compilation or a CUDA-graph recording.
-    """
+    """COUNTERS per side over the whole job, and how many changed while timed (or calibrating)."""
 
     def __init__(self, sides: tuple[str, str]) -> None:
         self.total = {side: dict.fromkeys(COUNTERS, 0) for side in sides}
@@ -205,8 +199,11 @@ def _job(
                     calibrate = functools.partial(block_size, timers[side], block_s)
                     row.numbers[side] = counters.count(side, calibrate, True)
             blocks = {}
-            for side in sides:
-                block = _block(timers[side], calls[side], row.numbers[side], device)
+            for side, number in row.numbers.items():
+                if device == "cuda":  # CUDA events, read after the round's one synchronize
+                    block = cuda_block(calls[side], number)
+                else:
+                    block = cpu_block(timers[side], number)
                 blocks[side] = functools.partial(counters.count, side, block, True)
             share = rounds // sets + (index < rounds % sets)
             for side, values in interleave(blocks, row.numbers, share, sync).items():
@@ -216,10 +213,6 @@ def _job(
                     side: counters.total[side]["dynamo_frames"] - frames[side] for side in sides
                 }
     _judge(row, sides, device, config.mode)
-
-
-def _block(timer: Any, call: Callable[[], Any], number: int, device: str) -> Callable[[], Any]:
-    return cuda_block(call, number) if device == "cuda" else cpu_block(timer, number)
 
 
 def _judge(row: Row, sides: tuple[str, str], device: str, mode: str) -> None:

@@ -5,13 +5,12 @@
 #    where pytest is not installed).
 # 2. `python -m benchmarks --plan gpu --device cuda --parts forward`: eager,
 #    torch.compile(mode="reduce-overhead") and torch.compile, small models and TransformerBlock4096
-#    (the micro benchmarks are CPU-only). It writes $RESULTS_DIR/cuda-<date>.{json,md,png}
+#    (the micro benchmarks are CPU-only). It writes $RESULTS_DIR/cuda-<date>.{json,md}
 #    (default benchmark-results/, git-ignored), naming the GPU, driver, torch, CUDA and Python, and
 #    cuda-<date>.log, the console output. With COPY_TO_DIR, copies those files there.
 #
 # Installs nothing (the GPU machine may have no network). Needs python3 (or $PYTHON) >= 3.11 with a
-# CUDA build of torch that sees the GPU: checked first (exit status 3 when not). Without
-# matplotlib the run writes no PNG (`python -m benchmarks --plot FILE.json` draws it later).
+# CUDA build of torch that sees the GPU: checked first (exit status 3 when not).
 # No forward job starts after BUDGET_S seconds (default 390; the rest are reported as skipped);
 # at LIMIT_S (default 470) the run is interrupted with SIGINT and still writes what it measured.
 # Exit status: the benchmark's (124 or 130 if interrupted). DEVICE=cpu rehearses the script
@@ -38,11 +37,6 @@ where = torch.cuda.get_device_name(0) if sys.argv[1] == "cuda" else "rehearsal o
 print(f"gpu_run.sh: Python {sys.version.split()[0]}, torch {torch.__version__}, {where}")
 EOF
 
-extra=()
-if ! "$python" -c "import matplotlib" 2>/dev/null; then
-    echo "gpu_run.sh: matplotlib missing: --no-png (draw it later with python -m benchmarks --plot)"
-    extra=(--no-png)
-fi
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,temperature.gpu \
     --format=csv 2>/dev/null || echo "gpu_run.sh: nvidia-smi not available"
 
@@ -56,7 +50,7 @@ else
 fi
 timeout --signal=INT --kill-after=30 "${LIMIT_S:-470}" \
     "$python" -m benchmarks --plan gpu --device "$device" --parts forward \
-    --budget-s "${BUDGET_S:-390}" --out "$results" ${extra[@]+"${extra[@]}"} 2>&1 | tee -a "$log"
+    --budget-s "${BUDGET_S:-390}" --out "$results" 2>&1 | tee -a "$log"
 status=${PIPESTATUS[0]}
 
 json=$(grep -o "^wrote .*\.json$" "$log" | tail -1 | cut -c7-)

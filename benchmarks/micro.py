@@ -4,9 +4,7 @@ Each case is a statement timed on three setups: ``hand`` (an ``nn.Module`` writt
 ``register_buffer``), ``auto`` (the same class body on autoreg, tensors assigned bare) and
 ``control`` (a second ``hand`` setup: the noise floor), interleaved (``timing``). The classes come
 from one definition each (``zoo.variants``). Micro cases run on the CPU whatever the device: they
-measure Python-level overhead, not kernels. Targets: issue 14's (construction of an autoreg class
-<= 1.03, of a mixin on a ``torch.nn`` class <= 1.05; assignments <= 1.00; ``.to()`` of 2,000
-blocks <= 1.01 and, no-op, <= 1.03; per-layer ``.to()`` with 100 or 2,000 modules alive <= 1.10).
+measure Python-level overhead, not kernels. Targets: issue 14's, each case's ``limit``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report: the machine, the tables, and the JSON, markdown and PNG files.
+"""The report: the machine, and the JSON and markdown files (stdout shows the markdown).
 
 Times per side are printed by ``torch.utils.benchmark.Compare``; the ratios, their A/A noise floor
 and the targets in one table of their own (``Compare`` prints times, not ratios). The machine is
@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import subprocess
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,14 @@ from typing import Any
 import torch
 from torch.utils import collect_env
 from torch.utils.benchmark import Compare
+from torch.utils.benchmark.utils.common import select_unit
 
 import autoreg
 
-from .timing import Row
-from .zoo import LARGE, MODELS
+from .timing import Row, ratio_cell
+from .zoo import SPECS
 
-__all__ = ["build", "check_plotting", "describe_machine", "format_text", "plot", "write_files"]
+__all__ = ["build", "describe_machine", "format_markdown", "write_files"]
 
 SCHEMA = 3
 _REPO = Path(__file__).resolve().parent.parent
@@ -96,9 +96,9 @@ def build(
         timed = not (row.error or row.skipped) and row.times
         item.update(
             status=row.status,
-            ratio=row.ratio("control" if row.control else "auto"),
+            ratio=row.ratio(row.other),
             control_ratio=row.ratio("control"),
-            diff_s=row.diff("control" if row.control else "auto"),
+            diff_s=row.diff(row.other),
             median_s={s: row.measurement(s).median for s in row.times} if timed else {},
             iqr_s={s: row.measurement(s).iqr for s in row.times} if timed else {},
         )
@@ -124,7 +124,7 @@ def build(
     }
 
 
-def header(report: dict[str, Any]) -> str:
+def _header(report: dict[str, Any]) -> str:
     m, env = report["machine"], report["machine"]["collect_env"]
     host = f"{m['cpu']}, {m['cpu_count']} cores"
     gpu = f"{m['gpu']}, driver {env.get('nvidia_driver_version')} (host {host})" if m["gpu"] else ""
@@ -136,18 +136,11 @@ def header(report: dict[str, Any]) -> str:
     )
 
 
-def _ratio_cell(ratio: list[float] | None) -> str:
-    return "" if ratio is None else f"{ratio[1]:.3f} [{ratio[0]:.3f}, {ratio[2]:.3f}]"
-
-
-def _time_cell(seconds: float | None, signed: bool = False) -> str:
-    if seconds is None:
-        return ""
-    sign = ("-" if seconds < 0 else "+") if signed else ""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{sign}{abs(seconds) / scale:.3g} {unit}"
-    return f"{sign}{abs(seconds) * 1e9:.0f} ns"
+def _signed_time(seconds: float) -> str:
+    """``seconds`` with its sign, in the unit ``Compare`` would choose for it."""
+    seconds = round(seconds, 9)  # whole nanoseconds
+    unit, scale = select_unit(max(abs(seconds), 1e-9))
+    return f"{seconds / scale:+.3g} {unit}"
 
 
 def _notes(item: dict[str, Any], items: list[dict[str, Any]]) -> str:
@@ -174,56 +167,33 @@ def _notes(item: dict[str, Any], items: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def ratio_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The ratios, their noise floor and the targets: headers and rows."""
+def _ratio_table(report: dict[str, Any]) -> list[str]:
+    """The ratios, their noise floor and the targets, as markdown (the times are ``Compare``'s)."""
     items = report["rows"]
     controls = {i["group"]: i["ratio"] for i in items if i["control"] and i["ratio"]}
-    rows = []
+    headers = ["group", "row", "ratio median [IQR]", "A/A", "(c)-(b)", "target", "status", "notes"]
+    lines = [_md_row(headers), _md_row(["---"] * len(headers))]
     for item in items:
         floor = item["control_ratio"] or (None if item["control"] else controls.get(item["group"]))
-        rows.append([
-            item["group"], item["name"], _ratio_cell(item["ratio"]),
+        lines.append(_md_row([
+            item["group"], item["name"], ratio_cell(item["ratio"]),
             f"{floor[1]:.3f}" if floor and not item["control"] else "",
-            _time_cell(item["median_s"].get("hand")),
-            _time_cell(item["median_s"].get("auto") or item["median_s"].get("control")),
-            _time_cell(item["diff_s"], signed=True),
+            "" if item["diff_s"] is None else _signed_time(item["diff_s"]),
             "" if item["limit"] is None else f"<= {item['limit']:.2f}",
             item["status"], _notes(item, items),
-        ])  # fmt: skip
-    headers = ["group", "row", "ratio median [IQR]", "A/A", "(b)", "(c)", "(c)-(b)", "target"]
-    headers.append("status")
-    return [*headers, "notes"], rows
-
-
-def format_text(report: dict[str, Any]) -> str:
-    """The stdout report: times (``Compare``), then ratios and targets."""
-    headers, table = ratio_table(report)
-    widths = [
-        max(len(str(cell)) for cell in column) for column in zip(headers, *table, strict=True)
-    ]
-    lines = [f"autoreg benchmarks ({report['kind']}): {header(report)}", *report["notes"], ""]
-    lines += [report["times"], "", "Ratios (c)/(b) and targets"]
-    for cells in [headers, ["-" * w for w in widths], *table]:
-        lines.append(
-            "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-        )
-    targets = report["targets"]
-    lines.append(f"\n{targets['met']}/{targets['of']} targets met; took {report['duration_s']} s")
-    if report["settings"].get("interrupted"):
-        lines.append(f"INCOMPLETE: {report['settings']['interrupted']}")
-    return "\n".join(lines)
+        ]))  # fmt: skip
+    return lines
 
 
 def format_markdown(report: dict[str, Any]) -> str:
-    """The markdown file: the method, the ratio table, the times, and how to read them."""
+    """The markdown file and stdout: the method, the ratio table, the times, how to read them."""
     s, m = report["settings"], report["machine"]
-    headers, table = ratio_table(report)
     tf32 = ", ".join(f"`{name}` = {value}" for name, value in m["tf32"].items())
     names = {i["checks"].get("model") for i in report["rows"] if i["part"] == "forward"}
-    specs = [spec for spec in (*MODELS, LARGE) if spec.name in names]
+    specs = [spec for name, spec in SPECS.items() if name in names]
     lines = [
         f"# autoreg benchmarks ({report['kind']}): {m['device']}, {m['date']}",
-        "", f"**Machine:** {header(report)}", "",
+        "", f"**Machine:** {_header(report)}", "",
         f"**Numerics:** torch threads {m['torch_threads']}; {tf32}.", "",
         f"**Method:** every row times (b), the hand-written `nn.Module`, against (c), the same "
         f"class body on autoreg, in one process, interleaved in rotating palindromes (A B B A, "
@@ -236,8 +206,7 @@ def format_markdown(report: dict[str, Any]) -> str:
         f"Ratio: median over rounds of (c)/(b) [interquartile range]. A target is met when the "
         f"median is at most its limit. Command: `{s['command']}`; took {report['duration_s']} s.",
         "", *(f"- {note}" for note in report["notes"]), "",
-        "## Ratios and targets", "", _md_row(headers), _md_row(["---"] * len(headers)),
-        *(_md_row(row) for row in table), "",
+        "## Ratios and targets", "", *_ratio_table(report), "",
         f"{report['targets']['met']}/{report['targets']['of']} targets met.", "",
         "## Times per call (`torch.utils.benchmark.Compare`: median over rounds)", "",
         "```", report["times"], "```", "",
@@ -265,60 +234,12 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
-def check_plotting() -> None:
-    """Fail at start-up, not after the run, when the PNG cannot be drawn."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as error:
-        raise SystemExit(
-            f"python -m benchmarks: matplotlib cannot be imported ({error}); it draws the PNG "
-            "of the results. Install it (pip install matplotlib, or the [test] extra), or pass "
-            "--no-png to write the JSON and markdown only (python -m benchmarks --plot FILE.json "
-            "draws the PNG later)."
-        ) from None
-
-
-def plot(report: dict[str, Any], path: Path) -> None:
-    """A PNG of the ratios: median and IQR per row, its A/A (grey x) and its target (red |)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    items = [i for i in report["rows"] if i["ratio"] and not i["control"]]
-    controls = {i["group"]: i["ratio"] for i in report["rows"] if i["control"] and i["ratio"]}
-    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.22 * len(items)))
-    for y, item in enumerate(reversed(items)):
-        q1, median, q3 = item["ratio"]
-        ax.errorbar([median], [y], xerr=[[median - q1], [q3 - median]], fmt="o", color="tab:blue")
-        ax.annotate(f"{median:.3f}", (q3, y), xytext=(4, -2), textcoords="offset points", size=6)
-        floor = item["control_ratio"] or controls.get(item["group"])
-        if floor:
-            ax.plot([floor[1]], [y], marker="x", color="tab:gray")
-        if item["limit"] is not None:
-            ax.plot([item["limit"]], [y], marker="|", color="tab:red", markersize=12)
-    ax.set_yticks(range(len(items)), [f"{i['group']}  {i['name']}" for i in reversed(items)])
-    ax.tick_params(axis="y", labelsize=7)
-    ax.axvline(1.0, color="0.3", linewidth=0.8)
-    ax.set_xscale("log")
-    title = textwrap.fill(
-        f"autoreg / hand-written, median [IQR] ({report['kind']}): {header(report)}"
-    )
-    ax.set_title(title, fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_files(report: dict[str, Any], out: Path, png: bool = True) -> list[Path]:
-    """Write ``<device>-<date>[-suffix].{json,md,png}`` under ``out``; return the paths."""
+def write_files(report: dict[str, Any], out: Path) -> list[Path]:
+    """Write ``<device>-<date>[-suffix].{json,md}`` under ``out``; return the paths."""
     out.mkdir(parents=True, exist_ok=True)
     m = report["machine"]
     stem = out / f"{m['device']}-{m['date']}{report['settings']['file_suffix']}"
     paths = [stem.with_suffix(".json"), stem.with_suffix(".md")]
     paths[0].write_text(json.dumps(report, indent=1, default=str) + "\n")
     paths[1].write_text(format_markdown(report))
-    if png:
-        paths.append(stem.with_suffix(".png"))
-        plot(report, paths[2])
     return paths

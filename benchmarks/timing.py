@@ -3,14 +3,8 @@
 ``Timer`` times a block of calls (``timer=time.process_time``, one torch thread: time spent
 descheduled by other processes does not count), ``Timer.blocked_autorange`` calibrates how many
 calls fill a block, and ``Measurement`` holds each side's per-round times (median, IQR; ``Compare``
-prints them). What is custom here, and why:
-
-- **The order** (``interleave``). Rows compare sides (``hand``: the hand-registered
-  ``nn.Module``; ``auto``: the autoreg version; ``control``: a second, separately built ``hand``)
-  in one process, each round one block of each side in a rotating palindrome (A B B A, then
-  B A A B; with a control A B C C B A, then B C A A C B, ...).
-- **The A/A control.** ``Timer`` has none: the ratio control / hand is the noise floor.
-- **CUDA events** (``cuda_block``), read once per round.
+prints them). Custom, each where it is said why: the order (``interleave``), the A/A control
+(``Row``) and CUDA events read once per round (``cuda_block``).
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ import gc
 import operator
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +21,7 @@ import torch
 from torch.utils.benchmark import Measurement, Timer
 from torch.utils.benchmark.utils.common import TaskSpec
 
-__all__ = ["Row", "block_size", "cpu_block", "cuda_block", "interleave", "make_timer"]
+__all__ = ["Row", "block_size", "cpu_block", "cuda_block", "interleave", "make_timer", "ratio_cell"]
 
 Block = Callable[[], Callable[[], float]]
 """Runs one block of calls; returns how to read its seconds (after the round synchronized)."""
@@ -76,7 +70,8 @@ def cuda_block(call: Callable[[], Any], number: int) -> Block:
 def interleave(
     blocks: dict[str, Block], numbers: dict[str, int], rounds: int, sync: Callable[[], None]
 ) -> dict[str, list[float]]:
-    """Seconds per run of each side, one value per round, the sides in rotating palindromes.
+    """Seconds per run of each side, one value per round, the sides in rotating palindromes
+    (A B B A, then B A A B; with a control A B C C B A, then B C A A C B, ...).
 
     Custom: ``blocked_autorange`` times one statement after the other, and a drift between them
     (another process, frequency, the allocator) would read as a ratio; interleaved, every side
@@ -99,9 +94,18 @@ def interleave(
     return per_run
 
 
+def ratio_cell(ratio: Sequence[float] | None) -> str:
+    """Quartiles of a ratio as ``median [q1, q3]``."""
+    return "" if ratio is None else f"{ratio[1]:.3f} [{ratio[0]:.3f}, {ratio[2]:.3f}]"
+
+
 @dataclass
 class Row:
-    """One comparison: ``auto`` (or the control) against ``hand``, its checks and its target."""
+    """One comparison of sides (``hand``: the hand-registered ``nn.Module``; ``auto``: the
+    autoreg version; ``control``: a second, separately built ``hand``), its checks and its target.
+
+    The A/A control is custom: ``Timer`` has none; the ratio control / hand is the noise floor.
+    """
 
     part: str  # "forward" or "micro"
     group: str  # the forward configuration ("eager b1 float32"), or "micro"
@@ -114,6 +118,11 @@ class Row:
     failures: list[str] = field(default_factory=list)  # checks that failed: they void the row
     error: str | None = None
     skipped: str | None = None
+
+    @property
+    def other(self) -> str:
+        """The side compared with ``hand``: ``control`` in a forward A/A row, else ``auto``."""
+        return "control" if self.control else "auto"
 
     def measurement(self, side: str) -> Measurement:
         """``side``'s per-round times, for ``Compare``, the median and the IQR."""
@@ -147,8 +156,7 @@ class Row:
         head = f"  {f'{self.group}: {self.name}':<62}"
         if self.skipped or self.error:
             return f"{head} {self.status}: {self.skipped or self.error}"
-        q1, median, q3 = self.ratio("control" if self.control else "auto") or (0.0, 0.0, 0.0)
-        return f"{head} ratio {median:.3f} [{q1:.3f}, {q3:.3f}]  {self.status}"
+        return f"{head} ratio {ratio_cell(self.ratio(self.other))}  {self.status}"
 
     @property
     def status(self) -> str:

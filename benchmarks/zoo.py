@@ -27,7 +27,7 @@ from torch import nn
 
 import autoreg
 
-__all__ = ["LARGE", "MODELS", "REGISTER", "VARIANTS", "ModelSpec", "by_name", "variants"]
+__all__ = ["LARGE", "MODELS", "REGISTER", "SPECS", "VARIANTS", "ModelSpec", "variants"]
 
 Inputs = tuple[torch.Tensor, ...]
 Store = Callable[[nn.Module, str, Any], None]
@@ -79,9 +79,9 @@ class ModelSpec:
         """What the model holds: its class's docstring."""
         return " ".join((self.classes["hand"].__doc__ or "").split())
 
-    def build(self, variant: str, seed: int = 0) -> nn.Module:
-        """A fresh instance of ``variant`` in eval mode, its random draws seeded with ``seed``."""
-        torch.manual_seed(seed)
+    def build(self, variant: str) -> nn.Module:
+        """A fresh instance of ``variant`` in eval mode, its random draws seeded alike."""
+        torch.manual_seed(0)
         return self.classes[variant]().eval()
 
 
@@ -285,10 +285,6 @@ PYRAMID = ((8, 8), (4, 16), (2, 32))  # (grid, stride) per level
 BOX = ("mean", "std")
 
 
-def _box_coder() -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.zeros(4), torch.tensor([0.1, 0.1, 0.2, 0.2])
-
-
 @_model(
     "AnchorPyramid",
     lambda batch: tuple(_inputs(FEATURES, grid, grid)(batch)[0] for grid, _ in PYRAMID),
@@ -311,7 +307,8 @@ def _pyramid(bases: Bases, store: Store) -> type[nn.Module]:
             self.regress = nn.Conv2d(FEATURES, 4, 3, padding=1)
             levels = [_anchors(grid, stride, (4.0 * stride,)) for grid, stride in PYRAMID]
             _store_items(self, store, "anchors", levels)
-            _store_items(self, store, "box_coder", dict(zip(BOX, _box_coder(), strict=True)))
+            coder = {"mean": torch.zeros(4), "std": torch.tensor([0.1, 0.1, 0.2, 0.2])}
+            _store_items(self, store, "box_coder", coder)
 
         def forward(self, *features: torch.Tensor) -> torch.Tensor:
             boxes = []
@@ -434,10 +431,4 @@ LARGE = ModelSpec("TransformerBlock4096", _transformer(4096, 32, 2048), _inputs(
 """The GPU plan's layer, 201 M parameters, inputs of 512 tokens: the small models are launch
 overhead on a GPU; this one is kernels."""
 
-
-def by_name(name: str) -> ModelSpec:
-    """The zoo model called ``name`` (one of MODELS, or LARGE)."""
-    specs = {spec.name: spec for spec in (*MODELS, LARGE)}
-    if name not in specs:
-        raise KeyError(f"no zoo model {name!r}; known: {', '.join(specs)}")
-    return specs[name]
+SPECS = {spec.name: spec for spec in (*MODELS, LARGE)}  # every model by name

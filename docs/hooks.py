@@ -1,7 +1,7 @@
 """mkdocs hook: the repository files the pages link to become files of the site.
 
 The docs link to example code (``examples/net.py``) and quote benchmark results
-(``benchmarks/results/*.md``, ``*.png``) where they live in the repository. This hook adds those
+(``benchmarks/results/*.md``) where they live in the repository. This hook adds those
 files to the site under the same paths, so that a link such as
 ``[examples/net.py](examples/net.py)`` resolves, and ``mkdocs build --strict`` fails when a linked
 file is missing.
@@ -15,7 +15,7 @@ from typing import Any
 from mkdocs.structure.files import File, Files, InclusionLevel
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ("examples/*.py", "benchmarks/results/*.md", "benchmarks/results/*.png")
+SHARED = ("examples/*.py", "benchmarks/results/*.md")
 
 
 def on_files(files: Files, config: Any) -> Files:

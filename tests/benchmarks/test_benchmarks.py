@@ -93,7 +93,7 @@ def test_files_are_written_and_name_the_machine(quick: Run):
     machine = report["machine"]
     stem = f"{machine['device']}-{machine['date']}-quick"
     files = sorted(path.name for path in out.iterdir())
-    assert files == [f"{stem}.{suffix}" for suffix in ("json", "md", "png")]
+    assert files == [f"{stem}.{suffix}" for suffix in ("json", "md")]
     assert machine.keys() >= MACHINE_KEYS
     assert machine["collect_env"]["torch_version"] == torch.__version__
     markdown = (out / f"{stem}.md").read_text()
@@ -101,7 +101,7 @@ def test_files_are_written_and_name_the_machine(quick: Run):
     for fact in (machine["cpu"], torch.__version__, python, machine["date"], machine["autoreg"]):
         assert fact in markdown
     assert machine["commit"][:40] in markdown
-    assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert markdown in stdout  # stdout shows the markdown report
     assert "Times are in" in stdout  # torch.utils.benchmark.Compare's tables
     assert f"{report['targets']['met']}/{report['targets']['of']} targets met" in stdout
 
@@ -148,7 +148,7 @@ def test_a_spent_budget_skips_forward_jobs_and_still_writes_the_report(tmp_path:
     assert all(row["status"] == "skipped" for row in report["rows"])
     assert report["targets"]["met"] == 0
     assert "time budget" in stdout
-    assert len(list(tmp_path.glob("cpu-*-gpu-plan.*"))) == 3
+    assert len(list(tmp_path.glob("cpu-*-gpu-plan.*"))) == 2
 
 
 def test_results_go_to_an_ignored_directory_by_default():
@@ -158,22 +158,6 @@ def test_results_go_to_an_ignored_directory_by_default():
         ["git", "check-ignore", "-q", f"{out}/cpu.json"], cwd=ROOT, check=False
     )
     assert ignored.returncode == 0, f"{out}/ is not git-ignored"
-
-
-def test_missing_matplotlib_fails_at_start_up(tmp_path: Path):
-    code = (
-        "import sys; sys.modules['matplotlib'] = None\n"
-        "from benchmarks.__main__ import main\n"
-        f"sys.exit(main(['--quick', '--out', {str(tmp_path)!r}]))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode != 0
-    assert "matplotlib cannot be imported" in done.stderr
-    assert "--no-png" in done.stderr
-    assert "forward speed" not in done.stdout  # nothing ran before the check
-    assert list(tmp_path.iterdir()) == []
 
 
 # --- benchmarks/gpu_run.sh with DEVICE=cpu -------------------------------------------------------
@@ -194,7 +178,7 @@ def test_gpu_plan_runs_every_configuration_without_error(gpu_plan: Run):
     assert _rows(report, "micro") == []
     assert "note: reduce-overhead on cpu" in stdout  # what has no CPU equivalent is said
     assert "passed" in stdout  # the move check ran first
-    assert {path.suffix for path in copied.iterdir()} == {".json", ".md", ".png", ".log"}
+    assert {path.suffix for path in copied.iterdir()} == {".json", ".md", ".log"}
 
 
 @pytest.mark.slow
