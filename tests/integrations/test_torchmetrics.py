@@ -10,10 +10,6 @@ accumulators with rank 0's at every forward.
 
 from __future__ import annotations
 
-import datetime
-import json
-import os
-import socket
 import traceback
 import warnings
 from collections.abc import Callable
@@ -24,13 +20,12 @@ import pytest
 pytest.importorskip("torchmetrics")
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torchmetrics import Metric
 from torchmetrics.regression import MeanSquaredError
 
 import autoreg
+from tests import gloo
 
 # --- a Metric held as a submodule ----------------------------------------------------------------
 
@@ -151,9 +146,7 @@ def test_a_parents_dtype_move_leaves_the_states_as_the_twin(
 
 # --- DDP(broadcast_buffers=True), 2 gloo processes on 127.0.0.1 -----------------------------------
 
-WORLD = 2
 STEPS = 3
-COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=20)
 DEADLINE = 90.0  # seconds for the whole run, imports included
 
 
@@ -176,60 +169,28 @@ def _worker(rank: int, port: int, directory: str) -> None:
     """Accumulate per-rank values through a DDP forward; record what compute() syncs to."""
     from torch.nn.parallel import DistributedDataParallel
 
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
     warnings.filterwarnings("ignore", "`broadcast_buffers` is deprecated", FutureWarning)
-    torch.set_num_threads(1)
     result: dict[str, object] = {}
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=WORLD,
-        timeout=COLLECTIVE_TIMEOUT,
-    )
-    try:
-        for cls in (AutoSum, TwinSum):
-            torch.manual_seed(0)
-            ddp = DistributedDataParallel(Holder(cls()), broadcast_buffers=True)
-            for step in range(STEPS):
-                ddp(torch.full((1, 4), _contribution(rank, step))).sum().backward()
-            result[cls.__name__] = ddp.module.metric.compute().item()
-    except Exception:  # noqa: BLE001 - reported to the parent, which fails the test
-        result["error"] = traceback.format_exc()
-    finally:
-        Path(directory, f"rank{rank}.json").write_text(json.dumps(result))
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    with gloo.process_group(rank, port):
+        try:
+            for cls in (AutoSum, TwinSum):
+                torch.manual_seed(0)
+                ddp = DistributedDataParallel(Holder(cls()), broadcast_buffers=True)
+                for step in range(STEPS):
+                    ddp(torch.full((1, 4), _contribution(rank, step))).sum().backward()
+                result[cls.__name__] = ddp.module.metric.compute().item()
+        except Exception:  # noqa: BLE001 - reported to the parent, which fails the test
+            result["error"] = traceback.format_exc()
+        gloo.report(directory, rank, result)
 
 
 @pytest.mark.slow
 def test_ddp_does_not_overwrite_per_rank_metric_states(tmp_path: Path) -> None:
-    context = mp.start_processes(
-        _worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=False, start_method="spawn"
-    )
-    deadline = DEADLINE
-    try:
-        while not context.join(timeout=1.0):
-            deadline -= 1.0
-            if deadline <= 0:
-                break
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join(5)
+    reports = gloo.run(_worker, tmp_path, DEADLINE)
     # Each step adds 4 * value on each rank; torchmetrics sums the ranks' totals in compute().
-    expected = 2.0 * sum(4 * _contribution(r, s) for r in range(WORLD) for s in range(STEPS))
-    for rank in range(WORLD):
-        report = tmp_path / f"rank{rank}.json"
-        assert report.exists(), f"rank {rank} did not finish within {DEADLINE:.0f} s"
-        result = json.loads(report.read_text())
+    expected = 2.0 * sum(4 * _contribution(r, s) for r in range(gloo.WORLD) for s in range(STEPS))
+    for rank, result in reports.items():
+        assert result is not None, f"rank {rank} did not report within {DEADLINE:.0f} s"
         assert "error" not in result, f"rank {rank}:\n{result['error']}"
         assert result["TwinSum"] == expected, f"rank {rank}"
         assert result["AutoSum"] == expected, f"rank {rank}"  # main: rank 0's states broadcast

@@ -1,9 +1,9 @@
 """DDP, FSDP2 and torch.distributed.checkpoint on CPU: gloo, 2 processes on 127.0.0.1.
 
 Spawning workers costs seconds (each imports torch), so the scenarios run in one pair of
-processes, in order, and each test checks its scenario's outcome. Everything is bounded in time:
-collectives time out after ``COLLECTIVE_TIMEOUT``, and the workers are killed after ``DEADLINE``,
-which fails the tests of every scenario that did not finish.
+processes, in order (``tests/gloo.py``), and each test checks its scenario's outcome. Everything
+is bounded in time: collectives time out after ``gloo.COLLECTIVE_TIMEOUT``, and the workers are
+killed after ``DEADLINE``, which fails the tests of every scenario that did not finish.
 
 A scenario that fails on a rank stops that rank (the other rank then fails on its next collective
 after the timeout): later scenarios are reported as not run, naming the failed one.
@@ -11,10 +11,6 @@ after the timeout): later scenarios are reported as not run, naming the failed o
 
 from __future__ import annotations
 
-import datetime
-import json
-import os
-import socket
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 import autoreg
+from tests import gloo
 
 pytestmark = pytest.mark.slow
 
-WORLD = 2
-COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=20)
 DEADLINE = 120.0  # seconds for the whole run, imports included
 # FSDP2 on CPU / gloo: torch 2.5 has no public fully_shard, 2.6 fails (Stream.record_event), and
 # 2.7 and 2.8 give parameter gradients that differ from the unsharded model's (the loss is equal).
@@ -143,7 +137,7 @@ class AutoStack(autoreg.Module):
 
 
 def _gather(tensor: torch.Tensor) -> list[torch.Tensor]:
-    gathered = [torch.empty_like(tensor) for _ in range(WORLD)]
+    gathered = [torch.empty_like(tensor) for _ in range(gloo.WORLD)]
     dist.all_gather(gathered, tensor.contiguous())
     return gathered
 
@@ -248,7 +242,7 @@ def _fsdp2_forward_and_backward(rank: int, _: Path) -> None:
         assert isinstance(parameter, DTensor), name
         grad = expected.grad.clone()
         dist.all_reduce(grad)
-        torch.testing.assert_close(parameter.grad.full_tensor(), grad / WORLD, msg=name)
+        torch.testing.assert_close(parameter.grad.full_tensor(), grad / gloo.WORLD, msg=name)
 
 
 def _checkpoint_round_trip(rank: int, directory: Path) -> None:
@@ -294,72 +288,29 @@ if torch.__version__ < FSDP2_ON_CPU:  # their tests skip (REQUIRES_FSDP2); the w
 
 
 def _worker(rank: int, port: int, directory: str) -> None:
-    """Run every scenario in order; record each outcome in ``rank<N>.json`` as it finishes."""
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
-    torch.set_num_threads(1)
-    report = Path(directory) / f"rank{rank}.json"
+    """Run every scenario in order; report each outcome as it finishes, and stop at a failure."""
     outcomes: dict[str, str | None] = {}
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=WORLD,
-        timeout=COLLECTIVE_TIMEOUT,
-    )
-    try:
+    with gloo.process_group(rank, port):
         for name, scenario in SCENARIOS.items():
             try:
                 scenario(rank, Path(directory))
                 dist.barrier()
-            except Exception:  # noqa: BLE001 - reported to the parent, which fails the test
+            except Exception:
                 outcomes[name] = traceback.format_exc()
-                report.write_text(json.dumps(outcomes))
-                return
+                gloo.report(directory, rank, outcomes)
+                raise  # leaves the group without waiting for the other rank
             outcomes[name] = None
-            report.write_text(json.dumps(outcomes))
-    finally:
-        dist.destroy_process_group()
+            gloo.report(directory, rank, outcomes)
 
 
 # --- the tests (in the pytest process) -----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, str | None]]:
     """Run the scenarios in 2 spawned workers; per rank, each finished scenario's traceback."""
-    directory = tmp_path_factory.mktemp("distributed")
-    context = mp.start_processes(
-        _worker,
-        args=(_free_port(), str(directory)),
-        nprocs=WORLD,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = DEADLINE
-    try:
-        while not context.join(timeout=1.0):
-            deadline -= 1.0
-            if deadline <= 0:
-                break
-    except mp.ProcessRaisedException:
-        pass  # a worker died outside the scenarios: its report says how far it got
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-    results = {}
-    for rank in range(WORLD):
-        report = directory / f"rank{rank}.json"
-        results[rank] = json.loads(report.read_text()) if report.exists() else {}
-    return results
+    reports = gloo.run(_worker, tmp_path_factory.mktemp("distributed"), DEADLINE)
+    return {rank: report or {} for rank, report in reports.items()}
 
 
 def _check(outcomes: dict[int, dict[str, str | None]], scenario: str) -> None:
