@@ -8,16 +8,18 @@ construction; a copy carries what the original carries, since it copies the mark
 that nothing carries any more (``self.h = None``) is not looked at. An instance unpickled from
 before its class used autoreg is adopted: what the contract would carry is marked (``adopt``).
 
-nn.Module's ``_apply`` converts parameters and buffers and recurses into ``_modules``. The
-outermost autoreg ``_apply`` of a call - the first one not inside the tree of a conversion already
-running on this thread - starts a ``Conversion``: it walks the modules that call will reach and
-looks up their carried names (``CARRYING``: no search of each ``__dict__``). The autoreg
-``_apply``s below it take nn.Module's path and mark themselves reached. At the end the carried
-values of the reached modules are converted, each original tensor once: a carried alias of a
-buffer of the tree becomes that buffer's converted tensor. A module reached from outside the tree
-(an ``_apply`` override that also converts an EMA copy it keeps outside ``_modules``) starts a
-conversion of its own. Nothing outside the tree is looked at, and nothing that happened before
-changes what a call does.
+One ``.to()`` (any ``_apply``): nn.Module's ``_apply`` converts parameters and buffers and
+recurses into ``_modules``; ``fn`` is handed to it untouched. The outermost autoreg ``_apply`` of a
+call starts a ``Conversion`` (kept on a per-thread stack while nn.Module's work runs): it walks the
+modules the call will reach and notes where the carried tensors that something else may also hold
+are registered (a carried alias of a buffer). Every autoreg ``_apply`` that runs with the same
+``fn`` while it is on top of the stack - below the root, or reached through an ``_apply`` override
+that converts a module kept outside ``_modules`` (an EMA copy) - joins it, if it carries anything.
+When nn.Module's work is done, the conversion converts the carried values of the modules that
+joined: a carried alias of a parameter or buffer becomes what nn.Module made of it, and any other
+tensor is converted once, however many carried values hold it. Modules the call does not reach
+are never looked at, and nothing outlives the call: what happened before, elsewhere in the
+process, cannot change what it does.
 
 A value that cannot be converted (a tensor that escaped ``torch.func.vmap``, a tuple subclass that
 cannot be rebuilt) is left as it is, as nn.Module leaves every plain attribute; warn mode says so.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -56,9 +59,10 @@ __all__ = [
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
 _MISSING: Final = object()
-_NONE: Final[frozenset[str]] = frozenset()
+_ref: Final = weakref.ref
 # Reference counts are exact unless the build is free-threaded (with the GIL disabled).
 _EXACT_REFCOUNTS: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
+_NONE: Final[dict[str, str]] = {}
 
 
 def carried(module: nn.Module, name: str) -> bool:
@@ -71,8 +75,8 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
     d = module.__dict__
     return {
         name: d[name]
-        for name in d.get(CARRYING, _NONE)
-        if name in d and d.get(role_key(name)) == CARRIED
+        for name, key in d.get(CARRYING, _NONE).items()
+        if name in d and d.get(key) == CARRIED
     }
 
 
@@ -80,10 +84,14 @@ def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
     names it has carried (only ever added to)."""
     d = module.__dict__
-    object.__setattr__(module, role_key(name), CARRIED)
-    names: frozenset[str] = d.get(CARRYING, _NONE)
+    key = role_key(name)
+    object.__setattr__(module, key, CARRIED)
+    names = d.get(CARRYING)
+    if type(names) is not dict:  # the first, or a pickle of an earlier autoreg (a frozenset)
+        names = {other: role_key(other) for other in names or ()}
+        object.__setattr__(module, CARRYING, names)
     if name not in names:
-        object.__setattr__(module, CARRYING, names | {name})
+        names[name] = key
 
 
 def adopt(module: nn.Module) -> None:
@@ -114,147 +122,135 @@ _RUNNING: Final = _Running()
 
 def apply(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
     """``module._apply(fn, recurse)`` for an autoreg module whose next ``_apply`` is
-    ``apply_next``: nn.Module's work, then the carried values."""
+    ``apply_next``: nn.Module's work; the carried values once the whole call's work is done."""
     # recurse is passed on only when unset, as nn.Module does, so that overrides written before
     # it existed (torchmetrics' Metric._apply) keep working.
     running = _RUNNING.conversions
-    key = id(module)
-    for conversion in running:
-        if key in conversion.tree:  # that conversion converts what this module carries
-            if key in conversion.carriers:
-                conversion.reached.add(key)
-            return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
-    conversion = Conversion(module, recurse)
+    if running and running[-1].fn is fn:  # inside a conversion of the same fn: join it
+        if CARRYING in module.__dict__:
+            running[-1].carriers[id(module)] = module
+        return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
+    conversion = Conversion(fn, module, recurse)
     running.append(conversion)
     try:
         result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     finally:
         running.pop()  # this call's: conversions start and end nested
     if conversion.carriers:
-        if key in conversion.carriers:
-            conversion.reached.add(key)
-        conversion.finish(fn)
+        conversion.finish()
     return result
 
 
 class Conversion:
-    """One ``.to()`` of a tree: its modules, and what it makes of their carried values.
+    """One ``.to()`` of a tree: the modules that joined it, and what it made of their values.
 
-    The tree is what ``.to()`` recurses into from its root (``_modules``, each module once). ``fn``
-    itself is handed to nn.Module untouched. A carried tensor that is also a parameter or buffer
-    of the tree (a container may hold the model's own parameters) is found, after nn.Module's
-    work, where it was registered: the registry holds what nn.Module made of it (or the same
-    tensor, where an ``_apply`` override left it). Any other carried tensor is converted once,
-    however many values hold it.
+    The walk of the tree looks at each module once, as nn.Module's recursion reaches it (through
+    ``_modules``; not at all with ``recurse=False``). A carried tensor that nothing but its
+    module's ``__dict__`` refers to (the usual case: a state stored at run time) cannot be
+    registered anywhere nor carried twice: ``fn`` converts it. For any other (``shared``), the walk
+    notes the registry and key where the tree registers it, if it does, and the conversion takes
+    from there what nn.Module made of it (the parameter converted in place, the new buffer, the new
+    parameter of ``.to("meta")``); each is converted once, however many carried values hold it.
     """
 
-    __slots__ = ("carriers", "converted", "positions", "reached", "tree")
+    __slots__ = ("carriers", "done", "fn", "positions", "shared")
 
-    def __init__(self, root: nn.Module, recurse: bool) -> None:
-        # id -> (module, names): the modules of the tree that carry something.
-        self.carriers: dict[int, tuple[nn.Module, list[str]]] = {}
-        self.tree = tree = {id(root)}
-        self.reached: set[int] = set()  # the carriers whose _apply this call reached
-        # id -> (registry, key): the carried tensors that are parameters or buffers of the tree.
+    def __init__(self, fn: _ApplyFn, root: nn.Module, recurse: bool) -> None:
+        self.fn = fn
+        self.carriers: dict[int, nn.Module] = {}
+        if CARRYING in root.__dict__:
+            self.carriers[id(root)] = root
+        self.shared: set[int] | None = None  # ids of the carried tensors that may be shared
+        # id(original) -> (weak original, converted), for shared tensors: a live original is
+        # never confused with a dead one whose id was reused, and none is kept alive.
+        self.done: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self.positions: dict[int, tuple[dict[str, Any], str]] = {}
-        # id -> (original, converted): the original is kept, so that its id is not reused.
-        self.converted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        shared: set[int] = set()  # the carried tensors something else may also hold
-        modules = [root]
-        for module in modules:
+        # The modules nn.Module's recursion reaches: through _modules, each occurrence of a shared
+        # submodule as often as nn.Module converts it (so the walk costs what nn.Module's does).
+        modules: list[nn.Module | None] = [root]
+        for module in modules:  # grows while it is walked
+            if module is None:  # a None child, which nn.Module skips too
+                continue
             d = module.__dict__
             names = d.get(CARRYING)
             if names:
-                found = []
-                for name in names:
-                    value = d.get(name, _MISSING)
-                    if value is _MISSING or d.get(role_key(name)) != CARRIED:
+                for name, key in names.items():
+                    value = d.get(name)
+                    if value is None or d.get(key) != CARRIED:
                         continue
-                    found.append(name)
-                    # A tensor that nothing but the __dict__ refers to (three references: it,
-                    # `value` and getrefcount's argument) cannot be registered anywhere: the
-                    # usual case, a state stored at run time, needs no search of the registries.
+                    # Three references: the __dict__'s, `value` and getrefcount's argument.
                     if type(value) is not torch.Tensor or not (
                         _EXACT_REFCOUNTS and sys.getrefcount(value) <= 3
                     ):
-                        _note_shared(value, shared)
-                if found:
-                    self.carriers[id(module)] = (module, found)
+                        if self.shared is None:
+                            self.shared = set()
+                        _note_shared(value, self.shared)
             if recurse:
-                for child in module._modules.values():
-                    if child is not None and id(child) not in tree:
-                        tree.add(id(child))
-                        modules.append(child)
+                modules.extend(d["_modules"].values())
+        shared = self.shared
         if shared:
-            self._find_positions(modules, shared)
+            positions = self.positions
+            for module in modules:
+                if module is None:
+                    continue
+                for registry in (module._parameters, module._buffers):
+                    for key, tensor in registry.items():
+                        if id(tensor) in shared and id(tensor) not in positions:
+                            positions[id(tensor)] = (registry, key)
 
-    def _find_positions(self, modules: list[nn.Module], shared: set[int]) -> None:
-        """Where the carried tensors in ``shared`` are registered as parameters or buffers."""
-        positions = self.positions
-        for module in modules:
-            for registry in (module._parameters, module._buffers):
-                for name, tensor in registry.items():
-                    if id(tensor) in shared and id(tensor) not in positions:
-                        positions[id(tensor)] = (registry, name)
-
-    def convert(self, fn: _ApplyFn, tensor: torch.Tensor) -> torch.Tensor:
-        """The converted tensor for a carried one: one per original within the call."""
+    def carried(self, tensor: torch.Tensor) -> torch.Tensor:
+        """What a carried tensor becomes in this call."""
         key = id(tensor)
-        done = self.converted.get(key)
-        if done is not None:
+        if self.shared is None or key not in self.shared:  # one carried value holds it, alone
+            if tensor.requires_grad and tensor.is_leaf:
+                return tensor  # a weight (row 6)
+            return self.fn(tensor)
+        done = self.done.get(key)
+        if done is not None and done[0]() is tensor:
             return done[1]
-        position = self.positions.get(key) if self.positions else None
+        position = self.positions.get(key)
         new: torch.Tensor
         if position is not None:
             registry, name = position
             new = registry[name]  # what nn.Module made of it
         elif (tensor.requires_grad and tensor.is_leaf) or isinstance(tensor, nn.Parameter):
-            return tensor  # a weight (row 6), or another module's parameter: not autoreg's
+            return tensor  # a weight (row 6), or a parameter of no module in the tree
         else:
-            new = fn(tensor)
-        self.converted[key] = (tensor, new)
+            new = self.fn(tensor)
+        self.done[key] = (_ref(tensor), new)
         return new
 
-    def finish(self, fn: _ApplyFn) -> None:
-        """Convert the carried values of the reached modules; a value that cannot be converted
-        stays as it is (warn mode says so)."""
-        updates: list[tuple[dict[str, Any], str, Any]] = []
-        for key in self.reached:
-            module, names = self.carriers[key]
+    def finish(self) -> None:
+        """Convert the carried values of the modules that joined, each fully or not at all; a
+        value that cannot be converted stays as it is (warn mode says so)."""
+        carried = self.carried
+        for module in self.carriers.values():
             d = module.__dict__
-            for name in names:
-                value = d.get(name, _MISSING)
-                if value is _MISSING:
+            for name, key in d[CARRYING].items():
+                value = d.get(name)
+                if value is None or d.get(key) != CARRIED:
                     continue
                 try:
                     if isinstance(value, torch.Tensor):
-                        new = self.convert(fn, value)
+                        new = carried(value)
                     else:
-                        new = self._convert_container(fn, value)
+                        new = map_tensors(value, carried, self._move)
                 except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
                     _not_converted(module, name, value, error)
                     continue
                 if new is not value:
-                    updates.append((d, name, new))
-        for d, name, new in updates:
-            d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
+                    d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
 
-    def _convert_container(self, fn: _ApplyFn, value: Any) -> Any:
-        def convert(tensor: torch.Tensor) -> torch.Tensor:
-            return self.convert(fn, tensor)
-
-        def move(value: Any) -> Any:
-            """A tuple with its own ``.to()`` (a ``PackedSequence``), moved by it: to the device
-            and dtype ``fn`` gives its first tensor."""
-            first = next((t for _, t in iter_tensors(value)), None)
-            if first is None:
-                return value
-            probe = convert(first)
-            if probe.device == first.device and probe.dtype == first.dtype:
-                return value
-            return value.to(device=probe.device, dtype=probe.dtype)
-
-        return map_tensors(value, convert, move)
+    def _move(self, value: Any) -> Any:
+        """A tuple with its own ``.to()`` (a ``PackedSequence``), moved by it: to the device and
+        dtype ``fn`` gives its first tensor."""
+        first = next((t for _, t in iter_tensors(value)), None)
+        if first is None:
+            return value
+        probe = self.carried(first)
+        if probe.device == first.device and probe.dtype == first.dtype:
+            return value
+        return value.to(device=probe.device, dtype=probe.dtype)
 
 
 def _note_shared(value: object, shared: set[int]) -> None:

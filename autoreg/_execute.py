@@ -60,16 +60,17 @@ def execute(
     name, kind, role, registry, constructing, _, _ = s
     action = decision.action
     if action is STORE:
-        if decision.moves:
+        moves = decision.moves
+        if moves and role != CARRIED and not constructing and name not in module.__dict__:
+            refuse_while_exporting(module, name, value, "carry")
+        if record.direct and (registry is None or registry is UNBUILT):
+            object.__setattr__(module, name, value)  # where nn.Module.__setattr__ ends for it
+        else:
+            _store(module, record, name, value, kind, registry)
+        if moves:
             if role != CARRIED:
-                if not constructing and name not in module.__dict__:
-                    refuse_while_exporting(module, name, value, "carry")
-                _store(module, record, name, value, kind, registry)
                 carry(module, name)
-                return
-            _store(module, record, name, value, kind, registry)  # a carried value, updated
             return
-        _store(module, record, name, value, kind, registry)
     elif action is REGISTER:
         if not constructing:
             refuse_while_exporting(module, name, value, "register")
@@ -100,14 +101,16 @@ def _store(
     kind: Kind,
     registry: Registry | None,
 ) -> None:
-    """Store ``value`` exactly as nn.Module's ``__setattr__`` would."""
-    if record.direct:  # nn.Module.__setattr__'s own path, for a value that is no Parameter,
-        if registry is None or registry is UNBUILT:  # nn.Buffer or module
-            object.__setattr__(module, name, value)  # where it ends for such a name
-            return
-        if registry is BUFFERS and kind in _STORED_AS_BUFFERS and _plain_register(module):
-            module.__dict__["_buffers"][name] = value  # where register_buffer ends, the
-            return  # persistence kept as nn.Module keeps it
+    """Store ``value`` exactly as nn.Module's ``__setattr__`` would, under a name a registry
+    holds or past a ``__setattr__`` override (``execute`` stores the rest itself)."""
+    if (
+        record.direct  # nn.Module.__setattr__'s own path, for a value that is no Parameter,
+        and registry is BUFFERS  # nn.Buffer or module
+        and kind in _STORED_AS_BUFFERS
+        and _plain_register(module)
+    ):
+        module.__dict__["_buffers"][name] = value  # where register_buffer ends, the
+        return  # persistence kept as nn.Module keeps it
     next_setattr(module, name, value)
 
 

@@ -9,12 +9,14 @@ name) and whether it is a weight a parametrization derives. Nothing here decides
 from __future__ import annotations
 
 import enum
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeAlias
 
 import torch
 from torch import nn
 
+from ._attribution import attribute
 from ._record import ClassRecord
 from ._state import CONSTRUCTING, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
@@ -97,9 +99,16 @@ def situation(
     value: object,
     role: str | None,
     compiling: bool,
+    frame: types.FrameType | None = None,
 ) -> Situation:
     """The facts of ``module.name = value``; ``d`` is the module's ``__dict__``, ``role`` the
-    name's role there. Inside code dynamo compiles, the class is read from its snapshot."""
+    name's role there. Inside code dynamo compiles, the class is read from its snapshot.
+
+    ``frame``, the frame that assigns: on a class with a framework base, a name without a role
+    that no registry holds gets one here, the answer of row 4 (``_attribution``). Only such a name
+    can need it: rows 1 to 3 never read a role, and a name leaves a registry only by ``del``,
+    which forgets its role.
+    """
     kind = kind_of(value)
     parameters = d.get("_parameters")
     registry: Registry | None
@@ -113,6 +122,15 @@ def situation(
         registry = MODULES
     else:
         registry = None
+    if (
+        role is None
+        and frame is not None
+        and record.attributes
+        and kind is not EXPLICIT
+        and (registry is None or registry is UNBUILT)
+        and name not in MODULE_INTERNALS
+    ):
+        role = attribute(record, frame)
     slot = None
     derived = False
     if registry is None and kind in HELD:  # only these consult the class and the parameters
@@ -131,13 +149,14 @@ def situation(
 
 
 def kind_of(value: object) -> Kind:
-    """The ``Kind`` of ``value``; cheap for plain tensors and plain values (a negative
-    ``isinstance`` against ``torch.Tensor`` is not)."""
+    """The ``Kind`` of ``value``; cheap for plain tensors, parameters and plain values (a negative
+    ``isinstance`` against ``torch.Tensor`` is not, nor one against ``nn.Parameter``, whose
+    metaclass checks in Python)."""
     cls = type(value)
     if cls is torch.Tensor:
-        # A plain Tensor is a Parameter or a Buffer only through the flags that their
-        # metaclasses' __instancecheck__ read.
-        if getattr(value, "_is_param", False) or getattr(value, "_is_buffer", False):
+        # A plain Tensor is an nn.Buffer through the flag its metaclass's __instancecheck__ reads
+        # (torch gives the flag of a Parameter only to tensor subclasses).
+        if getattr(value, "_is_buffer", False):
             return EXPLICIT
         if not value.requires_grad:  # type: ignore[attr-defined]
             return TENSOR
@@ -163,6 +182,7 @@ _KINDS_BY_TYPE: Final[dict[type, Kind]] = {
     **dict.fromkeys((int, float, bool, str, bytes, complex), OTHER),
     type(None): NONE,
     **dict.fromkeys((list, tuple, dict), CONTAINER),
+    nn.Parameter: EXPLICIT,
 }
 
 

@@ -37,16 +37,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
-from ._attribution import attribute
 from ._carry import adopt, apply
 from ._construction import finalize, prepare
-from ._contract import decide
+from ._contract import Decision, decide
 from ._enforce import enforce
 from ._execute import execute
 from ._facts import situation
 from ._record import ClassRecord, create_record, unknown_keywords
 from ._state import (
     BUFFER,
+    CARRYING,
     CONSTRUCTING,
     FRAMEWORK,
     LEGACY_ROLES,
@@ -103,17 +103,21 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         key = ROLE + name if name.isidentifier() else role_key(name)  # role_key, inlined
         role = d.get(key)
-        compiling = torch.compiler.is_compiling()
-        if role is None and record.attributes and not compiling and name not in MODULE_INTERNALS:
-            # Row 4: the first assignment of a name decides whose it is, for good.
-            role = attribute(record, sys._getframe(1))
-            object.__setattr__(self, key, role)
-        s = situation(record, d, name, value, role, compiling)
-        decision = None if compiling else record.decisions.get(s)
-        if decision is None:
-            if not record.final and not compiling:
-                finalize(type(self))  # the first instance: its class's annotations read again
-            decision = decide(record, s, compiling=compiling)
+        if torch.compiler.is_compiling():
+            # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
+            # on them): the decision is made afresh, from the class's snapshot.
+            s = situation(record, d, name, value, role, True)
+            decision = decide(record, s, compiling=True)
+        else:
+            s = situation(record, d, name, value, role, False, sys._getframe(1))
+            if s[2] is not role:  # row 4 answered, for good: the first assignment decides
+                object.__setattr__(self, key, s[2])
+            cached: Decision | None = record.decisions.get(s)
+            if cached is None:
+                if not record.final:
+                    finalize(type(self))  # the first instance: its class's annotations read again
+                cached = decide(record, s, compiling=False)
+            decision = cached
         if decision.concern is not None and (record.loud or decision.always):
             enforce(self, record, name, value, decision)
         execute(self, record, s, value, decision)
@@ -128,6 +132,8 @@ class AutoRegisterMixin(_MixinBase):
         state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
         state.pop(CONSTRUCTING, None)
         state.pop(PENDING, None)
+        if CARRYING in state:  # the copy's own: copy.copy would share it
+            state[CARRYING] = dict(state[CARRYING])
         state[PICKLED] = True
         return state
 

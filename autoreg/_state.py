@@ -10,11 +10,11 @@ reads as a whole on some torch versions (every new role anywhere would recompile
 roles as they get every attribute. Keys are identifiers, also for a name that is none (``'a.b'``):
 dynamo writes its guards on them as attribute accesses.
 
-``CARRYING`` holds the names that have ever been carried, a frozenset (a copy shares nothing that
-can change, and TorchScript, which cannot type it, leaves it out of a scripted module): ``.to()``
-looks them up instead of searching the whole ``__dict__``, and converts those whose role is
-``CARRIED``. It changes only when a name is carried for the first time, so an
-assignment that updates a carried value (in a compiled ``forward`` too) never reads it.
+``CARRYING`` holds the names that have ever been carried, a dict of each to its role key (added to
+in place; a copy or a pickle gets its own, see ``AutoRegisterMixin.__getstate__``):
+``.to()`` looks them up instead of searching the whole ``__dict__``, and converts those whose
+role is ``CARRIED``. It changes only when a name is carried for the first time, so an assignment
+that updates a carried value (in a compiled ``forward`` too) never reads it.
 
 ``CONSTRUCTING`` is present while one of the instance's construction methods runs, ``PENDING``
 while tensors assigned before ``nn.Module.__init__`` wait to be registered; copies and pickles
@@ -47,7 +47,7 @@ __all__ = [
 
 ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
-CARRYING: Final = "_autoreg_carrying"  # frozenset: every name ever carried
+CARRYING: Final = "_autoreg_carrying"  # {name: role_key(name)}: every name ever carried
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading

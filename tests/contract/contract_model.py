@@ -3,12 +3,12 @@
 ``Reference`` says what ``self.name = value``, ``del self.name``, ``register_buffer`` and ``.to()``
 do to each name of one module; its assignment follows the table top to bottom, and its comments
 cite the table's row numbers. A subject may have a framework base (row 4): then each name belongs
-to the code that first assigned it - the framework's method, or the model's code - until it is
-deleted. ``ClassModel`` holds what autoreg keeps per class (mode, default persistence, whether
-there is a framework base, the warnings already given). Values are
-described, not held: ``T(dtype, grad)`` for a tensor, ``Own("w")`` for the module's own parameter
-(or ``Own("fixed")``, its buffer) inside a container, ``("list" | "tuple" | "dict", items)`` for a
-container, ``MODULE``, ``None`` or ``3``.
+to the code that first assigned it a value nn.Module does not register - the framework's method,
+or the model's code - until it is deleted. ``ClassModel`` holds what autoreg keeps per class
+(mode, default persistence, whether there is a framework base, the warnings already given).
+Values are described, not held: ``T(dtype, grad)`` for a tensor, ``Own("w")`` for the module's own
+parameter (or ``Own("fixed")``, its buffer) inside a container, ``("list" | "tuple" | "dict",
+items)`` for a container, ``MODULE``, ``None`` or ``3``.
 
 Messages of autoreg's warnings and strict errors are described by their kind: ``("grad",)`` (a
 leaf that requires grad), ``("slot",)`` (a name that cannot hold a buffer), ``("register",
@@ -174,7 +174,8 @@ class Reference:
     # --- operations: each returns the outcome, and changes the state only if nothing raised --
 
     def own(self, name: str, by_framework: bool) -> None:
-        """Row 4: the first assignment of a name decides whose it is."""
+        """Row 4: the first assignment of a name that rows 1 to 3 do not decide (nn.Module does
+        not register the name) decides whose it is."""
         if self.cls.framework and name not in self.owners:
             self.owners[name] = "framework" if by_framework else "model"
 
@@ -182,9 +183,8 @@ class Reference:
         self, name: str, kind: str, constructing: bool, by_framework: bool = False
     ) -> Outcome:
         self.warnings = []
-        self.own(name, by_framework)
         try:
-            error = self._assign(name, kind, constructing)
+            error = self._assign(name, kind, constructing, by_framework)
         except RefusedError as refused:
             return ("UnregisteredTensorError", refused.args[0]), tuple(self.warnings)
         return ((error, None) if error else None), tuple(self.warnings)
@@ -280,12 +280,13 @@ class Reference:
 
     # --- the table ------------------------------------------------------------------------------
 
-    def _assign(self, name: str, kind: str, constructing: bool) -> str | None:
+    def _assign(self, name: str, kind: str, constructing: bool, by_framework: bool) -> str | None:
         current = self.state.get(name)
         held = current.role if current else None
         value = self.describe(kind)
         if kind in EXPLICIT or held in ("param", "buffer", "module"):
             return self._explicit(name, kind, current)  # rows 1 to 3
+        self.own(name, by_framework)
         if self.owners.get(name) == "framework":
             self.state[name] = Entry("plain", value)  # row 4: nn.Module's behaviour, for good
             return None

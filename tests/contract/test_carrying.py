@@ -8,6 +8,7 @@ what autoreg cannot convert it leaves as nn.Module would; a model is never left 
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Any
 
 import pytest
@@ -102,6 +103,33 @@ def test_aliases_keep_their_identity_within_one_to() -> None:
     assert parent.child.view is parent.table
     assert parent.child.history[0] is parent.table
     assert parent.child.history[1] is parent.child.table
+
+
+def test_each_carried_value_is_freed_once_it_is_converted() -> None:
+    """One .to() holds no more old carried values than nn.Module holds old buffers: one at a
+    time. (Converting all first and writing them back at the end kept every old value alive until
+    the end: for a carried cache, twice its memory on the device while .half() ran.)"""
+
+    class Stack(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(Layer() for _ in range(3))
+
+    model = Stack()
+    originals = []
+    for layer in model.layers:
+        layer.state = torch.zeros(4)
+        originals.append(weakref.ref(layer.state))
+    alive_at_each_call: list[int] = []
+
+    def fn(tensor: torch.Tensor) -> torch.Tensor:
+        alive_at_each_call.append(sum(ref() is not None for ref in originals))
+        return tensor.double()
+
+    model._apply(fn)
+    assert all(layer.state.dtype == torch.float64 for layer in model.layers)
+    assert max(alive_at_each_call) == 3  # all three, while nn.Module converts the parameters
+    assert alive_at_each_call[-3:] == [3, 2, 1]  # then each is freed once it is converted
 
 
 class Pair(tuple):  # type: ignore[type-arg]

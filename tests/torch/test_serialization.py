@@ -263,6 +263,10 @@ class Recurrent(autoreg.Module):
         return self.h
 
 
+def carried_names(module: nn.Module) -> set[str]:
+    return set(vars(module).get("_autoreg_carrying", ()))
+
+
 def test_a_shallow_copy_shares_nothing_of_autoregs() -> None:
     """``copy.copy`` shares nn.Module's registries, as for any module, but not autoreg's record:
     what one of the two forgets, the other still holds and moves."""
@@ -270,9 +274,12 @@ def test_a_shallow_copy_shares_nothing_of_autoregs() -> None:
     original(torch.ones(1, 2))
     shallow = copy.copy(original)
     shallow.h = None
+    shallow.extra = torch.zeros(1)  # a name the copy carries, the original never had
     original.double()
     assert original.h.dtype == torch.float64
     assert shallow.h is None
+    assert shallow.double().extra.dtype == torch.float64
+    assert "extra" not in carried_names(original)  # the names each has carried are its own
 
 
 def test_a_copy_made_during_construction_is_not_constructing() -> None:
