@@ -87,10 +87,9 @@ def carry(module: nn.Module, name: str) -> None:
     key = role_key(name)
     object.__setattr__(module, key, CARRIED)
     names = d.get(CARRYING)
-    if type(names) is not dict:  # the first, or a pickle of an earlier autoreg (a frozenset)
-        names = {other: role_key(other) for other in names or ()}
-        object.__setattr__(module, CARRYING, names)
-    if name not in names:
+    if names is None:
+        object.__setattr__(module, CARRYING, {name: key})
+    elif name not in names:
         names[name] = key
 
 
@@ -161,10 +160,6 @@ class Conversion:
         if CARRYING in root.__dict__:
             self.carriers[id(root)] = root
         self.shared: set[int] | None = None  # ids of the carried tensors that may be shared
-        # id(original) -> (weak original, converted), for shared tensors: a live original is
-        # never confused with a dead one whose id was reused, and none is kept alive.
-        self.done: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
-        self.positions: dict[int, tuple[dict[str, Any], str]] = {}
         # The modules nn.Module's recursion reaches: through _modules, each occurrence of a shared
         # submodule as often as nn.Module converts it (so the walk costs what nn.Module's does).
         modules: list[nn.Module | None] = [root]
@@ -189,6 +184,10 @@ class Conversion:
                 modules.extend(d["_modules"].values())
         shared = self.shared
         if shared:
+            # id(original) -> (weak original, converted), for shared tensors: a live original is
+            # never confused with a dead one whose id was reused, and none is kept alive.
+            self.done: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
+            self.positions: dict[int, tuple[dict[str, Any], str]] = {}
             positions = self.positions
             for module in modules:
                 if module is None:

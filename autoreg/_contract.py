@@ -26,8 +26,8 @@ The rows, in the order they are tried (docs, "The contract"):
 11. a tensor assigned at any other time: carried.
 12. anything else: nn.Module's.
 
-"Carried" is not a record: a carried value is a plain attribute, and ``.to()`` converts each value
-in an autoreg module's ``__dict__`` whose decision, were it assigned now, ``moves`` (``_carry``).
+"Carried": a decision that ``moves`` the value it stores marks the name carried where it is carried
+out (``_execute``), and ``.to()`` converts what the marked names hold (``_carry``).
 """
 
 from __future__ import annotations

@@ -81,6 +81,14 @@ def execute(
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:
+        if registry is None and role != BUFFER and record.direct and name not in module.__dict__:
+            # A new name: where nn.Module.__setattr__ ends for it, minus its type checks.
+            if type(value) is nn.Parameter:
+                module.register_parameter(name, value)  # its checks, its hooks
+                return
+            if isinstance(value, nn.Module) and not _MODULE_HOOKS:
+                module.__dict__["_modules"][name] = value
+                return
         _explicit(module, record, name, value, role, registry)
     else:  # RELEASE
         d = module.__dict__
@@ -122,24 +130,20 @@ def _explicit(
     role: str | None,
     registry: Registry | None,
 ) -> None:
-    """Row 1: nn.Module's behaviour, after autoreg gives the name up."""
+    """Row 1 over a name a registry holds or autoreg holds: nn.Module's behaviour, after autoreg
+    gives the name up (``execute`` hands a new name over itself)."""
     if role == BUFFER:
         _give_up(module, record, name)
     d = module.__dict__
-    carried = role == CARRIED
-    if record.direct and registry is not UNBUILT and name not in d:  # nn.Module.__setattr__'s
-        if type(value) is nn.Parameter:  # own paths, minus its checks of the value's type
-            if registry is BUFFERS:
-                del d["_buffers"][name]
-                d["_non_persistent_buffers_set"].discard(name)
-            elif registry is MODULES:
-                del d["_modules"][name]
-            module.register_parameter(name, value)  # its checks, its hooks
-            return
-        if registry is None and isinstance(value, nn.Module) and not _MODULE_HOOKS:
-            d["_modules"][name] = value  # where it ends for a new module name
-            return
-    take_over(module, name, value, carried)
+    if record.direct and registry is not UNBUILT and name not in d and type(value) is nn.Parameter:
+        if registry is BUFFERS:  # nn.Module.__setattr__'s own path, minus its type checks
+            del d["_buffers"][name]
+            d["_non_persistent_buffers_set"].discard(name)
+        elif registry is MODULES:
+            del d["_modules"][name]
+        module.register_parameter(name, value)  # its checks, its hooks
+        return
+    take_over(module, name, value, role == CARRIED)
 
 
 def _give_up(module: nn.Module, record: ClassRecord, name: str) -> None:

@@ -109,7 +109,11 @@ def situation(
     can need it: rows 1 to 3 never read a role, and a name leaves a registry only by ``del``,
     which forgets its role.
     """
-    kind = kind_of(value)
+    cls = type(value)  # kind_of, its two fast paths inlined: an assignment's hot path
+    if cls is torch.Tensor and not value.requires_grad:  # type: ignore[attr-defined]
+        kind = EXPLICIT if getattr(value, "_is_buffer", False) else TENSOR
+    else:
+        kind = _KINDS_BY_TYPE.get(cls) or kind_of(value)
     parameters = d.get("_parameters")
     registry: Registry | None
     if parameters is None:

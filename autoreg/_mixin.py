@@ -60,6 +60,10 @@ from ._state import (
 
 __all__ = ["AutoRegisterMixin", "Module"]
 
+# Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
+# torch.export runs Python eagerly: the eager path is right there.
+_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+
 
 if TYPE_CHECKING:
     # Type checkers see the mixin as the module it always ends up in; at run time it is a plain
@@ -103,7 +107,7 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         key = ROLE + name if name.isidentifier() else role_key(name)  # role_key, inlined
         role = d.get(key)
-        if torch.compiler.is_compiling():
+        if _is_compiling():
             # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
             # on them): the decision is made afresh, from the class's snapshot.
             s = situation(record, d, name, value, role, True)
@@ -111,7 +115,7 @@ class AutoRegisterMixin(_MixinBase):
         else:
             s = situation(record, d, name, value, role, False, sys._getframe(1))
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
-                object.__setattr__(self, key, s[2])
+                d[key] = s[2]  # eager code only: dynamo before 2.7 cannot trace this store
             cached: Decision | None = record.decisions.get(s)
             if cached is None:
                 if not record.final:
@@ -146,6 +150,9 @@ class AutoRegisterMixin(_MixinBase):
         state = {k: v for k, v in state.items() if k not in (PICKLED, LEGACY_ROLES)}
         super().__setstate__(state)  # type: ignore[no-untyped-call]
         d = self.__dict__
+        names = d.get(CARRYING)
+        if names is not None and type(names) is not dict:  # an earlier 0.1 pickle: a frozenset
+            d[CARRYING] = {name: role_key(name) for name in names}
         if legacy is not None:
             for name, role in legacy.items():
                 if role in (BUFFER, FRAMEWORK):

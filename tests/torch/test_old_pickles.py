@@ -151,3 +151,24 @@ def test_an_adopted_model_keeps_autoregs_contract_for_new_assignments(
     assert model.cache.dtype == torch.float64
     assert model.mask == 1
     assert [name for name, _ in model.named_buffers()] == ["stats"]
+
+
+def test_a_pickle_of_an_earlier_autoreg_moves_what_it_carries() -> None:
+    """Earlier development versions of 0.1 kept the names an instance carried as a frozenset;
+    such a pickle loads, and ``.to()`` converts what it carries."""
+    model = Carrier()
+    model.state = torch.zeros(2)  # carried
+    state = model.__getstate__()
+    state["_autoreg_carrying"] = frozenset(state["_autoreg_carrying"])  # as pickled then
+    loaded = Carrier.__new__(Carrier)
+    loaded.__setstate__(state)  # what unpickling does
+    loaded.double()
+    assert loaded.state.dtype == torch.float64
+    loaded.later = torch.zeros(1)  # carried from now on too
+    loaded.float()
+    assert loaded.later.dtype == torch.float32
+    assert loaded.state.dtype == torch.float32
+
+
+class Carrier(autoreg.Module):
+    pass
