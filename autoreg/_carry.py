@@ -119,11 +119,13 @@ class _Running(threading.local):
 _RUNNING: Final = _Running()
 
 
-def apply(module: nn.Module, apply_next: Any, fn: _ApplyFn, recurse: bool) -> Any:
-    """``module._apply(fn, recurse)`` for an autoreg module whose next ``_apply`` is
-    ``apply_next``: nn.Module's work; the carried values once the whole call's work is done."""
-    # recurse is passed on only when unset, as nn.Module does, so that overrides written before
-    # it existed (torchmetrics' Metric._apply) keep working.
+def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
+    """``module._apply(fn, recurse)`` for an autoreg module (``AutoRegisterMixin._apply``):
+    nn.Module's work; the carried values once the whole call's work is done."""
+    # The next _apply in the MRO, looked up by name so that a patched one is honoured; recurse is
+    # passed on only when unset, as nn.Module does, so that overrides written before it existed
+    # (torchmetrics' Metric._apply) keep working.
+    apply_next: Any = type(module).__autoreg__.apply_next._apply  # type: ignore[attr-defined]
     running = _RUNNING.conversions
     if running and running[-1].fn is fn:  # inside a conversion of the same fn: join it
         if CARRYING in module.__dict__:

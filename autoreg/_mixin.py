@@ -31,7 +31,6 @@ that compile counts are the hand-written module's.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -166,11 +165,9 @@ class AutoRegisterMixin(_MixinBase):
             else:
                 adopt(self)
 
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
-        """Convert parameters and buffers as nn.Module does, then what the tree carries."""
-        # The next _apply in the MRO, looked up by name so that a patched one is honoured.
-        apply_next: Any = type(self).__autoreg__.apply_next._apply  # type: ignore[attr-defined]
-        return apply(self, apply_next, fn, recurse)
+    # Convert parameters and buffers as nn.Module does, then what the tree carries: the function
+    # itself, not a method that calls it (.to() runs it once per autoreg module; a frame costs).
+    _apply = apply
 
 
 class Module(AutoRegisterMixin, nn.Module):
