@@ -58,7 +58,6 @@ __all__ = [
 ]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
-_MISSING: Final = object()
 _ref: Final = weakref.ref
 # Reference counts are exact unless the build is free-threaded (with the GIL disabled).
 _EXACT_REFCOUNTS: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
@@ -145,13 +144,14 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
 class Conversion:
     """One ``.to()`` of a tree: the modules that joined it, and what it made of their values.
 
-    The walk of the tree looks at each module once, as nn.Module's recursion reaches it (through
-    ``_modules``; not at all with ``recurse=False``). A carried tensor that nothing but its
-    module's ``__dict__`` refers to (the usual case: a state stored at run time) cannot be
-    registered anywhere nor carried twice: ``fn`` converts it. For any other (``shared``), the walk
-    notes the registry and key where the tree registers it, if it does, and the conversion takes
-    from there what nn.Module made of it (the parameter converted in place, the new buffer, the new
-    parameter of ``.to("meta")``); each is converted once, however many carried values hold it.
+    The walk of the tree looks at each module as nn.Module's recursion reaches it (through
+    ``_modules``, a shared submodule at each place; not at all with ``recurse=False``). A carried
+    tensor that nothing but its module's ``__dict__`` refers to (the usual case: a state stored at
+    run time) cannot be registered anywhere nor carried twice: ``fn`` converts it. For any other
+    (``shared``), the walk notes the registry and key where the tree registers it, if it does, and
+    the conversion takes from there what nn.Module made of it (the parameter converted in place,
+    the new buffer, the new parameter of ``.to("meta")``); each is converted once, however many
+    carried values hold it.
     """
 
     __slots__ = ("carriers", "done", "fn", "positions", "shared")
