@@ -112,7 +112,8 @@ class AutoRegisterMixin(_MixinBase):
             s = situation(record, d, name, value, role, True)
             decision = decide(record, s, compiling=True)
         else:
-            s = situation(record, d, name, value, role, False, sys._getframe(1))
+            frame = sys._getframe(1) if record.attributes else None  # row 4 asks only then
+            s = situation(record, d, name, value, role, False, frame)
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
                 d[key] = s[2]  # eager code only: dynamo before 2.7 cannot trace this store
             cached: Decision | None = record.decisions.get(s)

@@ -229,3 +229,39 @@ def test_property_7_a_packed_sequence_is_moved_by_its_own_to() -> None:
     assert model.packed.data.is_meta
     assert model.packed.batch_sizes.device.type == "cpu"
     assert role(model, "packed") == "carried"
+
+
+class Plus(nn.Module):
+    """Hands its children a function of its own: fn, then + 1 (an _apply override that wraps)."""
+
+    def __init__(self, child: nn.Module) -> None:
+        super().__init__()
+        self.child = child
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        return super()._apply(lambda t: fn(t) + 1, recurse)
+
+
+class HandState(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(2), persistent=False)
+
+
+def test_a_carried_value_gets_the_function_its_parent_hands_down_once_as_the_twins_buffer() -> None:
+    """Below an _apply override that wraps fn, what the child carries is converted by the wrapped
+    function, once, as the twin's buffer is (it used to be converted by the root's function)."""
+
+    class Root(autoreg.Module):
+        def __init__(self, child: nn.Module) -> None:
+            super().__init__()
+            self.plus = Plus(child)
+
+    child = Layer()
+    child.state = torch.zeros(2)  # carried
+    twin = Root(HandState())
+    Root(child).double()
+    twin.double()
+    assert torch.equal(child.state, twin.plus.child.state)
+    assert child.state.tolist() == [1.0, 1.0]
+    assert child.state.dtype == torch.float64
