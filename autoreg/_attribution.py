@@ -35,9 +35,12 @@ def attribute(record: ClassRecord, frame: types.FrameType | None) -> str:
     verdicts = record.verdicts
     while frame is not None:
         code = frame.f_code
-        verdict = verdicts.get(code)
-        if verdict is None:
-            verdict = verdicts[code] = _judge(record, code, frame.f_globals.get("__name__", ""))
+        known = verdicts.get(id(code))
+        if known is None:
+            verdict = _judge(record, code, frame.f_globals.get("__name__", ""))
+            verdicts[id(code)] = (code, verdict)
+        else:
+            verdict = known[1]
         if verdict != PASS:
             return verdict
         frame = frame.f_back

@@ -9,7 +9,7 @@ name) and whether it is a weight a parametrization derives. Nothing here decides
 from __future__ import annotations
 
 import enum
-import types
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeAlias
 
@@ -99,15 +99,16 @@ def situation(
     value: object,
     role: str | None,
     compiling: bool,
-    frame: types.FrameType | None = None,
+    from_setattr: bool = False,
 ) -> Situation:
     """The facts of ``module.name = value``; ``d`` is the module's ``__dict__``, ``role`` the
     name's role there. Inside code dynamo compiles, the class is read from its snapshot.
 
-    ``frame``, the frame that assigns: on a class with a framework base, a name without a role
-    that no registry holds gets one here, the answer of row 4 (``_attribution``). Only such a name
-    can need it: rows 1 to 3 never read a role, and a name leaves a registry only by ``del``,
-    which forgets its role.
+    ``from_setattr``: called by ``__setattr__`` itself, whose caller makes the assignment. On a
+    class with a framework base, a name without a role that no registry holds then gets one here,
+    the answer of row 4 (``_attribution``), judged from that caller's frame, taken only then. Only
+    such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
+    ``del``, which forgets its role.
     """
     cls = type(value)  # kind_of, its two fast paths inlined: an assignment's hot path
     if cls is torch.Tensor and not value.requires_grad:  # type: ignore[attr-defined]
@@ -128,13 +129,13 @@ def situation(
         registry = None
     if (
         role is None
-        and frame is not None
+        and from_setattr
         and record.attributes
         and kind is not EXPLICIT
         and (registry is None or registry is UNBUILT)
         and name not in MODULE_INTERNALS
     ):
-        role = attribute(record, frame)
+        role = attribute(record, sys._getframe(2))  # 0: this one, 1: __setattr__
     slot = None
     derived = False
     if registry is None and kind in HELD:  # only these consult the class and the parameters

@@ -30,7 +30,6 @@ that compile counts are the hand-written module's.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -53,7 +52,6 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
-    ROLE,
     role_key,
 )
 
@@ -104,16 +102,18 @@ class AutoRegisterMixin(_MixinBase):
     def __setattr__(self, name: str, value: Any) -> None:
         record = type(self).__autoreg__
         d = self.__dict__
-        key = ROLE + name if name.isidentifier() else role_key(name)  # role_key, inlined
-        role = d.get(key)
         if _is_compiling():
             # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
             # on them): the decision is made afresh, from the class's snapshot.
+            role = d.get(role_key(name))
             s = situation(record, d, name, value, role, True)
             decision = decide(record, s, compiling=True)
         else:
-            frame = sys._getframe(1) if record.attributes else None  # row 4 asks only then
-            s = situation(record, d, name, value, role, False, frame)
+            key = record.role_keys.get(name)
+            if key is None:
+                key = record.role_keys[name] = role_key(name)
+            role = d.get(key)
+            s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
                 d[key] = s[2]  # eager code only: dynamo before 2.7 cannot trace this store
             cached: Decision | None = record.decisions.get(s)

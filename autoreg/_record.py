@@ -52,6 +52,7 @@ class ClassRecord:
         "namespaces",
         "own",
         "persistent",
+        "role_keys",
         "setattr_next",
         "slots",
         "snapshot",
@@ -102,13 +103,19 @@ class ClassRecord:
             else:
                 verdict = FRAMEWORK if klass in framework else MODEL
             self.judges[(klass.__module__, klass.__qualname__)] = verdict
-        self.verdicts: dict[types.CodeType, str] = {}  # code object -> FRAMEWORK / MODEL / PASS
+        # id(code object) -> (the code object, FRAMEWORK / MODEL / PASS): keyed by id, as hashing
+        # a code object hashes its bytecode and constants (0.1 to 0.3 µs); the value holds the code,
+        # so that no other code object can take its id while the entry exists.
+        self.verdicts: dict[int, tuple[types.CodeType, str]] = {}
         # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
         # typed loosely, so that this module imports neither, which both read)
         self.decisions: dict[tuple[Any, ...], Any] = {}
         # name -> why it cannot hold a buffer (_facts.slot_kind), read when an instance first
         # assigns it: what the class defines under a name is a fact about the class.
         self.slots: dict[str, str | None] = {}
+        # name -> _state.role_key(name), for eager assignments: built once per class and name, so
+        # that an assignment looks its role up without building and hashing a new string.
+        self.role_keys: dict[str, str] = {}
         self.warned: set[tuple[str, str]] = set()
         # Read now, so that no first read happens inside a compiled forward, and read again when
         # the class is first instantiated (``finalize``).
