@@ -59,8 +59,13 @@ __all__ = [
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
 _ref: Final = weakref.ref
-# Reference counts are exact unless the build is free-threaded (with the GIL disabled).
-_EXACT_REFCOUNTS: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
+_Tensor: Final = torch.Tensor
+# How many references a carried tensor has, of which three are the walk's own (the __dict__'s,
+# its local and the argument): exact unless the build is free-threaded (with the GIL disabled),
+# where every tensor counts as one that something else may hold.
+_refcount: Final[Callable[[object], int]] = (
+    sys.getrefcount if getattr(sys, "_is_gil_enabled", lambda: True)() else lambda _: sys.maxsize
+)
 _NONE: Final[dict[str, str]] = {}
 
 
@@ -161,7 +166,7 @@ class Conversion:
         self.carriers: dict[int, nn.Module] = {}
         if CARRYING in root.__dict__:
             self.carriers[id(root)] = root
-        self.shared: set[int] | None = None  # ids of the carried tensors that may be shared
+        shared: set[int] | None = None  # ids of the carried tensors that may be shared
         # The modules nn.Module's recursion reaches: through _modules, each occurrence of a shared
         # submodule as often as nn.Module converts it (so the walk costs what nn.Module's does).
         modules: list[nn.Module | None] = [root]
@@ -175,16 +180,13 @@ class Conversion:
                     value = d.get(name)
                     if value is None or d.get(key) != CARRIED:
                         continue
-                    # Three references: the __dict__'s, `value` and getrefcount's argument.
-                    if type(value) is not torch.Tensor or not (
-                        _EXACT_REFCOUNTS and sys.getrefcount(value) <= 3
-                    ):
-                        if self.shared is None:
-                            self.shared = set()
-                        _note_shared(value, self.shared)
+                    if type(value) is not _Tensor or _refcount(value) > 3:
+                        if shared is None:
+                            shared = set()
+                        _note_shared(value, shared)
             if recurse:
                 modules.extend(d["_modules"].values())
-        shared = self.shared
+        self.shared = shared
         if shared:
             # id(original) -> (weak original, converted), for shared tensors: a live original is
             # never confused with a dead one whose id was reused, and none is kept alive.
@@ -224,7 +226,7 @@ class Conversion:
     def finish(self) -> None:
         """Convert the carried values of the modules that joined, each fully or not at all; a
         value that cannot be converted stays as it is (warn mode says so)."""
-        carried = self.carried
+        carried, fn, shared = self.carried, self.fn, self.shared
         for module in self.carriers.values():
             d = module.__dict__
             for name, key in d[CARRYING].items():
@@ -232,7 +234,10 @@ class Conversion:
                 if value is None or d.get(key) != CARRIED:
                     continue
                 try:
-                    if isinstance(value, torch.Tensor):
+                    # carried(value), its first case inlined: the usual value, a tensor held alone
+                    if shared is None and type(value) is _Tensor:
+                        new = value if value.requires_grad and value.is_leaf else fn(value)
+                    elif isinstance(value, torch.Tensor):
                         new = carried(value)
                     else:
                         new = map_tensors(value, carried, self._move)
