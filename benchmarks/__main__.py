@@ -1,22 +1,19 @@
 """``python -m benchmarks [--plan cpu|gpu] [--quick] [--out DIR]``: forward speed and micro.
 
-Plans (``--plan``, default: ``gpu`` where CUDA is available, else ``cpu``; what each times:
-``forward.configs_for`` and docs/benchmarks.md):
+Plans (``--plan``; what each times: ``forward.configs_for`` and docs/benchmarks.md):
 
-- ``cpu``: the ten small models eager and under ``torch.compile``; the micro benchmarks. About 5
-  minutes on a 2-core CPU.
-- ``gpu``: on CUDA, the small models and the 4096-wide TransformerBlock4096, eager and under
-  ``torch.compile`` with and without CUDA graphs (``mode="reduce-overhead"``); one call:
-  ``benchmarks/gpu_run.sh``. With ``--device cpu`` the same configurations run at tiny sizes: the
-  test suite runs that, so that a GPU run cannot fail on Python. What has no CPU equivalent is
-  said in the output.
+- ``cpu`` (the default without CUDA): the ten small models eager and under ``torch.compile``; the
+  micro benchmarks (always on the CPU). About 5 minutes on a 2-core CPU.
+- ``gpu`` (the default with CUDA): the small models and the 4096-wide TransformerBlock4096, eager
+  and under ``torch.compile`` with and without CUDA graphs (``mode="reduce-overhead"``); one call:
+  ``benchmarks/gpu_run.sh``. With ``--device cpu``, at tiny sizes: the test suite runs that, so
+  that a GPU run cannot fail on Python. What has no CPU equivalent is said in the output.
 
-Results go to ``--out`` (default ``benchmark-results/`` in the working directory, git-ignored);
-the reference results the docs quote are in ``benchmarks/results/``. ``--quick`` skips
-compilation and uses fewer, shorter rounds. ``--parts`` narrows any run; ``--budget-s`` starts no
-forward job after that many seconds (the rest are reported as skipped); an interrupt (Ctrl-C,
-``timeout -s INT``) stops the run and still writes what was measured. The micro benchmarks always
-run on the CPU. Whether tensors move at all is a test: ``tests/benchmarks/test_zoo_moves.py``.
+Results go to ``--out`` (default ``benchmark-results/``, git-ignored); the docs quote those in
+``benchmarks/results/``. ``--quick`` skips compilation and uses fewer, shorter rounds. After
+``--budget-s`` seconds no forward job starts (the rest are reported as skipped); an interrupt
+(Ctrl-C, ``timeout -s INT``) stops the run and still writes what was measured. Whether tensors
+move at all is a test: ``tests/benchmarks/test_zoo_moves.py``.
 """
 
 from __future__ import annotations

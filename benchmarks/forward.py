@@ -8,11 +8,8 @@ freshly built pairs: where one instance's tensors lie in memory must not decide 
 Custom, because ``torch.utils.benchmark`` knows nothing of compilation: before timing, both sides
 are called in lock-step until dynamo's frame count, inductor's CUDA-graph skips and the CUDA-graph
 recordings stop changing; a row whose counters differ between the sides, or change while timed,
-fails (its timing would include compiling or recording), as does one whose outputs differ or
-whose (c) has more graph breaks (``torch._dynamo.explain`` on a copy). The FX-graph and
-AOT-autograd caches are off, so that (c) does not reuse (b)'s graph. Under ``reduce-overhead``,
-state forward writes to the module is kept outside the CUDA-graph pool (``_StateOutsideGraph``,
-timed for both sides alike).
+fails (its timing would include compiling or recording). The FX-graph and AOT-autograd caches are
+off, so that (c) does not reuse (b)'s graph.
 """
 
 from __future__ import annotations
@@ -32,11 +29,12 @@ from unittest import mock
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 import autoreg
 
 from .timing import Row, block_size, cpu_block, cuda_block, interleave, make_timer
-from .zoo import LARGE, MODELS, SPECS, ModelSpec
+from .zoo import LARGE, MODELS, SPECS, Inputs, ModelSpec
 
 __all__ = ["COUNTERS", "Config", "configs_for", "run_forward"]
 
@@ -48,6 +46,7 @@ WARMUP_QUIET_CALLS = 3  # lock-step calls in a row with no counter change end th
 WARMUP_MAX_CALLS = 40
 COUNTERS = ("dynamo_frames", "cudagraph_skips", "cudagraph_recordings")
 COMPILED_SUBSET = ("TransformerBlock", "RecurrentCell", "NestedModel")
+_RECORDINGS = [0]  # CUDA-graph recordings in this process (_counting_cudagraph_recordings)
 
 
 @dataclass(frozen=True)
@@ -67,11 +66,8 @@ class Config:
 def configs_for(device: str, plan: str, quick: bool) -> list[Config]:
     """What to time for ``plan`` ("cpu" or "gpu") on ``device``; ``quick``: eager only.
 
-    Eager runs every small model at batch 1 in float32 and at a large batch. Compiling costs
-    seconds per graph and side, so compiled modes run a subset. The GPU plan adds
-    TransformerBlock4096 in bfloat16 in every mode. On a CPU it runs at tiny sizes (the 64-wide
-    TransformerBlock as the layer; only the recurrent cell among the small compiled models), so
-    that the code paths a GPU run takes run in the test suite.
+    Compiling costs seconds per graph and side, so compiled modes run a subset. The GPU plan on a
+    CPU runs at tiny sizes, so that the code paths a GPU run takes run in the test suite.
     """
     every = tuple(spec.name for spec in MODELS)
     if plan == "cpu":
@@ -108,7 +104,7 @@ def run_forward(
     Errors are recorded, not raised; jobs not started by ``deadline`` (a ``time.perf_counter()``
     value) are recorded as skipped. Rows are appended as they come: an interrupt keeps them.
     """
-    with _counting_cudagraph_recordings(device):
+    with _counting_cudagraph_recordings() if device == "cuda" else contextlib.nullcontext():
         for config in configs:
             # First the A/A row: two separately built (b), the noise floor (Timer has none).
             jobs = [(config.models[0], True)] + [(name, False) for name in config.models]
@@ -156,9 +152,9 @@ def _job(
 ) -> None:
     """Time (b) against (c), or against a second (b) for the A/A row; fill ``row``."""
     rounds, block_s = timing
-    sides = ("hand", "control" if row.control else "auto")
-    eager = config.mode == "eager"
-    sync = torch.cuda.synchronize if device == "cuda" else lambda: None
+    sides = ("hand", row.other)
+    eager, cuda = config.mode == "eager", device == "cuda"
+    sync = torch.cuda.synchronize if cuda else lambda: None
     state = spec.state_written_in_forward if config.mode == "reduce-overhead" else ()
     sets = EAGER_INSTANCE_SETS if eager and spec is not LARGE else 1
     counters = _Counters(sides)
@@ -199,11 +195,8 @@ def _job(
                     calibrate = functools.partial(block_size, timers[side], block_s)
                     row.numbers[side] = counters.count(side, calibrate, True)
             blocks = {}
-            for side, number in row.numbers.items():
-                if device == "cuda":  # CUDA events, read after the round's one synchronize
-                    block = cuda_block(calls[side], number)
-                else:
-                    block = cpu_block(timers[side], number)
+            for side, number in row.numbers.items():  # CUDA: events read after the round's sync
+                block = cuda_block(calls[side], number) if cuda else cpu_block(timers[side], number)
                 blocks[side] = functools.partial(counters.count, side, block, True)
             share = rounds // sets + (index < rounds % sets)
             for side, values in interleave(blocks, row.numbers, share, sync).items():
@@ -260,19 +253,10 @@ def _snapshot() -> tuple[int, int, int]:
     return int(frames), int(skips), _RECORDINGS[0]
 
 
-_RECORDINGS = [0]
-
-
 @contextlib.contextmanager
-def _counting_cudagraph_recordings(device: str) -> Iterator[None]:
-    """Count CUDA-graph recordings (inductor counts skips, not recordings), restored after.
-
-    Every recording, first or re-recording, builds its graph in
-    ``CUDAGraphTreeManager.record_function``; wrapped here for the run.
-    """
-    if device != "cuda":
-        yield  # no CUDA graphs on a CPU: recordings stay 0, skips are counted by inductor
-        return
+def _counting_cudagraph_recordings() -> Iterator[None]:
+    """Count CUDA-graph recordings (inductor counts skips only), restored after: every recording,
+    first or again, builds its graph in ``CUDAGraphTreeManager.record_function``."""
     from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
 
     original = CUDAGraphTreeManager.record_function
@@ -287,23 +271,22 @@ def _counting_cudagraph_recordings(device: str) -> Iterator[None]:
 
 def _instances(
     spec: ModelSpec, sides: tuple[str, str], config: Config, device: str
-) -> tuple[dict[str, nn.Module], tuple[torch.Tensor, ...]]:
+) -> tuple[dict[str, nn.Module], Inputs]:
     """Fresh instances of both sides, checked identical, on the device and dtype; the inputs."""
     built = {side: spec.build("hand" if side == "control" else side) for side in sides}
     first, second = (list(model.parameters()) for model in built.values())
     if len(first) != len(second) or not all(map(torch.equal, first, second)):
         raise AssertionError(f"{spec.name}: the two sides do not hold identical parameters")
-    where = torch.device(device)
-    models = {side: model.to(where, config.dtype) for side, model in built.items()}
+    models = {side: model.to(device, config.dtype) for side, model in built.items()}
     inputs = tuple(
-        t.to(where, config.dtype) if t.is_floating_point() else t.to(where)
+        t.to(device, config.dtype) if t.is_floating_point() else t.to(device)
         for t in spec.make_inputs(config.batch)
     )
     return models, inputs
 
 
 def _caller(
-    model: nn.Module, inputs: tuple[torch.Tensor, ...], mode: str, state: tuple[str, ...]
+    model: nn.Module, inputs: Inputs, mode: str, state: tuple[str, ...]
 ) -> Callable[[], Any]:
     if mode == "eager":
         return lambda: model(*inputs)
@@ -325,11 +308,10 @@ def _caller(
 class _StateOutsideGraph:
     """After a reduce-overhead call: copy state forward wrote into a tensor of the caller's own.
 
-    Forward assigns a CUDA-graph output to the module; after the next
-    ``cudagraph_mark_step_begin()`` the next replay overwrites it, and reading it is an error
-    ("accessing tensor output of CUDAGraphs that has been overwritten"). Cloning it on every call
-    would move the graph's static input and re-record the graph each time, so the state is copied
-    into one tensor per name, allocated once, and that tensor is assigned back.
+    The next replay overwrites the CUDA-graph output forward assigned ("accessing tensor output of
+    CUDAGraphs that has been overwritten"); a clone per call would move the graph's static input
+    and re-record the graph every time. So each name's state is copied into one tensor, allocated
+    once, and that tensor is assigned back.
     """
 
     def __init__(self, model: nn.Module, names: tuple[str, ...]) -> None:
@@ -365,7 +347,7 @@ def _own_forward(model: nn.Module) -> None:
     model.forward = types.MethodType(twin, model)
 
 
-def _graph_breaks(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[int]:
+def _graph_breaks(model: nn.Module, inputs: Inputs) -> list[int]:
     """Graph breaks on a copy's first call and on its second (steady-state) call."""
     probe = copy.deepcopy(model)
     return [torch._dynamo.explain(probe)(*inputs).graph_break_count for _ in range(2)]
@@ -404,6 +386,4 @@ def _compare(outputs: list[torch.Tensor], reference: list[torch.Tensor]) -> str:
 
 
 def _flat(output: Any) -> list[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        return [output.detach().clone()]
-    return [tensor for item in output for tensor in _flat(item)]
+    return [tensor.detach().clone() for tensor in pytree.tree_leaves(output)]

@@ -2,9 +2,9 @@
 
 Each case is a statement timed on three setups: ``hand`` (an ``nn.Module`` written the careful way,
 ``register_buffer``), ``auto`` (the same class body on autoreg, tensors assigned bare) and
-``control`` (a second ``hand`` setup: the noise floor), interleaved (``timing``). The classes come
-from one definition each (``zoo.variants``). Micro cases run on the CPU whatever the device: they
-measure Python-level overhead, not kernels. Targets: issue 14's, each case's ``limit``.
+``control`` (a second ``hand`` setup: the noise floor), interleaved (``timing``). The classes are
+written once (``_classes``, built by ``zoo.variants``). Micro cases run on the CPU whatever the
+device: they measure Python-level overhead, not kernels. Targets: issue 14's, each case's ``limit``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ TOWER_BLOCKS = 2000
 _TENSORS = tuple(torch.ones(8) for _ in range(4))
 
 
-def _block(bases: Bases, store: Store) -> type[nn.Module]:
+def _classes(bases: Bases, store: Store) -> dict[str, type[nn.Module]]:
+    """The cases' classes (``Case.cls``) on ``bases``, storing their tensors with ``store``."""
+
     class Block(*bases):
         def __init__(self) -> None:
             super().__init__()
@@ -37,32 +39,18 @@ def _block(bases: Bases, store: Store) -> type[nn.Module]:
             store(self, "scale", torch.ones(8))
             self.eps = 1e-5
 
-    return Block
+    class Layer(Block):
+        """A Block with a state slot (``hand``: a ``None`` buffer; ``auto``: carried)."""
 
-
-def _layer(bases: Bases, store: Store) -> type[nn.Module]:
-    """A block with a slot for runtime state (``hand``: a ``None`` buffer; ``auto``: carried)."""
-
-    class Layer(_block(bases, store)):
         def __init__(self) -> None:
             super().__init__()
             store(self, "state", None)
 
-    return Layer
-
-
-def _tower(bases: Bases, store: Store) -> type[nn.Module]:
-    block = _block(bases, store)
-
     class Tower(*bases):
         def __init__(self) -> None:
             super().__init__()
-            self.blocks = nn.ModuleList(block() for _ in range(TOWER_BLOCKS))
+            self.blocks = nn.ModuleList(Block() for _ in range(TOWER_BLOCKS))
 
-    return Tower
-
-
-def _four(bases: Bases, store: Store) -> type[nn.Module]:
     class Four(*bases):
         """Construction that stores four new tensor names."""
 
@@ -74,25 +62,17 @@ def _four(bases: Bases, store: Store) -> type[nn.Module]:
             store(self, "c", c)
             store(self, "d", d)
 
-    return Four
-
-
-def _empty(bases: Bases, store: Store) -> type[nn.Module]:
     class Empty(*bases):
         pass
 
-    return Empty
-
-
-def _masked(bases: Bases, store: Store) -> type[nn.Module]:
-    """An ``nn.Linear`` subclass that stores a mask: the mixin goes on a ``torch.nn`` class."""
-
     class MaskedLinear(*bases):
+        """An ``nn.Linear`` subclass that stores a mask: the mixin goes on a ``torch.nn`` class."""
+
         def __init__(self) -> None:
             super().__init__(8, 8)
             store(self, "mask", torch.ones(8, 8))
 
-    return MaskedLinear
+    return {cls.__name__: cls for cls in (Block, Layer, Tower, Four, Empty, MaskedLinear)}
 
 
 class SetattrBase(nn.Module):
@@ -115,10 +95,15 @@ class Case:
     label: str
     stmt: str
     setup: Callable[[type[nn.Module]], dict[str, Any]]
-    factory: Factory
+    cls: str  # the class of ``_classes`` the setup makes
     base: type[nn.Module] = nn.Module
     limit: float | None = None
     heavy: bool = False  # whole-model operations: the heavy settings
+
+    @property
+    def factory(self) -> Factory:
+        """``zoo.variants``' factory of ``cls``."""
+        return lambda bases, store: _classes(bases, store)[self.cls]
 
 
 def _instance(cls: type[nn.Module]) -> dict[str, Any]:
@@ -150,29 +135,29 @@ def _alive(count: int) -> Callable[[type[nn.Module]], dict[str, Any]]:
 _ROUND_TRIP = ".to(torch.float64).to(torch.float32)"
 _ONE_LAYER = ".to(f64).to(f32) per layer, {} alive"
 CASES: tuple[Case, ...] = (
-    Case("setattr_int", "m.x = 1", "m.x = 1", _instance, _block, limit=1.00),
-    Case("buffer_reassign", "m.scale = t (buffer update)", "m.scale = t", _instance, _block,
+    Case("setattr_int", "m.x = 1", "m.x = 1", _instance, "Block", limit=1.00),
+    Case("buffer_reassign", "m.scale = t (buffer update)", "m.scale = t", _instance, "Block",
          limit=1.00),
     Case("buffer_reassign_setattr_base", "m.scale = t, base overrides __setattr__",
-         "m.scale = t", _instance, _block, SetattrBase, limit=1.00),
+         "m.scale = t", _instance, "Block", SetattrBase, limit=1.00),
     Case("runtime_update", "m.state = t (runtime update)", "m.state = t", _carrying,
-         _block, limit=1.00),
-    Case("first_registration", "construct: 4 new tensor names", "cls()", _class, _four,
+         "Block", limit=1.00),
+    Case("first_registration", "construct: 4 new tensor names", "cls()", _class, "Four",
          limit=1.03),
-    Case("construct_empty", "construct: empty module", "cls()", _class, _empty, limit=1.03),
+    Case("construct_empty", "construct: empty module", "cls()", _class, "Empty", limit=1.03),
     Case("construct_mixin_linear", "construct: mixin on nn.Linear, + a mask", "cls()", _class,
-         _masked, nn.Linear, limit=1.05),
-    Case("buffer_read", "m.scale (read a buffer)", "m.scale", _instance, _block),
-    Case("construct_2000", f"construct {TOWER_BLOCKS} blocks", "cls()", _class, _tower,
+         "MaskedLinear", nn.Linear, limit=1.05),
+    Case("buffer_read", "m.scale (read a buffer)", "m.scale", _instance, "Block"),
+    Case("construct_2000", f"construct {TOWER_BLOCKS} blocks", "cls()", _class, "Tower",
          limit=1.03, heavy=True),
     Case("to_roundtrip", f".to(f64).to(f32), {TOWER_BLOCKS} blocks",
-         f"m{_ROUND_TRIP}", _instance, _tower, limit=1.01, heavy=True),
+         f"m{_ROUND_TRIP}", _instance, "Tower", limit=1.01, heavy=True),
     Case("to_noop", f".to(f32) no-op, {TOWER_BLOCKS} blocks", "m.to(torch.float32)",
-         _instance, _tower, limit=1.03, heavy=True),
+         _instance, "Tower", limit=1.03, heavy=True),
     Case("to_per_layer_100", _ONE_LAYER.format(100), f"next(layers){_ROUND_TRIP}", _alive(100),
-         _layer, limit=1.10),
+         "Layer", limit=1.10),
     Case("to_per_layer_2000", _ONE_LAYER.format(2000), f"next(layers){_ROUND_TRIP}",
-         _alive(2000), _layer, limit=1.10),
+         _alive(2000), "Layer", limit=1.10),
 )  # fmt: skip
 
 

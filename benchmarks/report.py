@@ -39,12 +39,15 @@ def describe_machine(device: str) -> dict[str, Any]:
     """``collect_env``'s description, and what it leaves out: call it after the run's settings."""
     env = collect_env.get_env_info()._asdict()
     lines = (env.get("cpu_info") or "").splitlines()
-    now = datetime.datetime.now(datetime.UTC)
+    now, gpu = datetime.datetime.now(datetime.UTC), None
+    if device == "cuda":  # its compute capability and memory too: collect_env names it only
+        props = torch.cuda.get_device_properties(0)
+        gpu = f"{props.name} (sm {props.major}.{props.minor}, {props.total_memory / 2**30:.0f} GiB)"
     return {
         "device": device,
         "cpu": next((ln.split(":")[1].strip() for ln in lines if ln.startswith("Model name")), "?"),
         "cpu_count": os.cpu_count(),
-        "gpu": _gpu() if device == "cuda" else None,
+        "gpu": gpu,
         "torch_threads": torch.get_num_threads(),
         "tf32": {
             "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -57,13 +60,6 @@ def describe_machine(device: str) -> dict[str, Any]:
         "datetime_utc": now.isoformat(timespec="seconds"),
         "collect_env": env,
     }
-
-
-def _gpu() -> str:
-    """The GPU's name, compute capability and memory (``collect_env`` names it only)."""
-    properties = torch.cuda.get_device_properties(0)
-    memory = f"{properties.total_memory / 2**30:.0f} GiB"
-    return f"{properties.name} (sm {properties.major}.{properties.minor}, {memory})"
 
 
 def _source_digest() -> str:
@@ -90,23 +86,21 @@ def build(
     notes: list[str], duration_s: float,
 ) -> dict[str, Any]:  # fmt: skip
     """Everything the files and stdout show, as JSON-ready data."""
-    data = []
+    data, timed = [], []
     for row in rows:
+        measured = {} if row.error or row.skipped else {s: row.measurement(s) for s in row.times}
+        timed.extend(measured.values())
         item = dataclasses.asdict(row)
-        timed = not (row.error or row.skipped) and row.times
         item.update(
             status=row.status,
             ratio=row.ratio(row.other),
             control_ratio=row.ratio("control"),
             diff_s=row.diff(row.other),
-            median_s={s: row.measurement(s).median for s in row.times} if timed else {},
-            iqr_s={s: row.measurement(s).iqr for s in row.times} if timed else {},
+            median_s={side: m.median for side, m in measured.items()},
+            iqr_s={side: m.iqr for side, m in measured.items()},
         )
         data.append(item)
     judged = [item for item in data if item["limit"] is not None or item["failures"]]
-    timed = [
-        row.measurement(s) for row in rows if not (row.error or row.skipped) for s in row.times
-    ]
     return {
         "schema": SCHEMA,
         "kind": kind,
@@ -162,8 +156,8 @@ def _notes(item: dict[str, Any], items: list[dict[str, Any]]) -> str:
     if "graph_breaks" in checks:
         sides = list(checks["counters"])
         parts.append("breaks " + "/".join(str(sum(checks["graph_breaks"][s])) for s in sides))
-        counters = ["".join(f"{v}," for v in checks["counters"][s].values()) for s in sides]
-        parts.append("frames,cg skips,cg recs " + "/".join(c.rstrip(",") for c in counters))
+        counters = [",".join(map(str, checks["counters"][s].values())) for s in sides]
+        parts.append("frames,cg skips,cg recs " + "/".join(counters))
     return "; ".join(parts)
 
 

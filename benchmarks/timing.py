@@ -101,8 +101,7 @@ def ratio_cell(ratio: Sequence[float] | None) -> str:
 
 @dataclass
 class Row:
-    """One comparison of sides (``hand``: the hand-registered ``nn.Module``; ``auto``: the
-    autoreg version; ``control``: a second, separately built ``hand``), its checks and its target.
+    """One comparison of sides (``SIDES``; ``control`` is a second, separately built ``hand``).
 
     The A/A control is custom: ``Timer`` has none; the ratio control / hand is the noise floor.
     """

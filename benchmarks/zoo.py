@@ -5,8 +5,8 @@ and by how it stores a tensor. ``variants`` builds the three variants the benchm
 
 - ``plain``: ``nn.Module``, tensors stored with ``setattr`` (``self.mask = t``): the bug autoreg
   fixes (``.to()`` leaves them behind);
-- ``hand``: ``nn.Module``, tensors registered by hand, ``register_buffer(name, t,
-  persistent=False)`` (autoreg's default persistence);
+- ``hand``: ``nn.Module``, ``register_buffer(name, t, persistent=False)`` (``REGISTER``; autoreg's
+  default persistence);
 - ``auto``: ``autoreg.Module``, tensors stored with ``setattr``: the one-line migration.
 
 Both ways of storing are C callables (the builtin ``setattr`` and a ``functools.partial`` of
@@ -30,13 +30,22 @@ import autoreg
 __all__ = ["LARGE", "MODELS", "REGISTER", "SPECS", "VARIANTS", "ModelSpec", "variants"]
 
 Inputs = tuple[torch.Tensor, ...]
+MakeInputs = Callable[[int], Inputs]  # batch size -> inputs
 Store = Callable[[nn.Module, str, Any], None]
 Bases = tuple[type[nn.Module], ...]
 Factory = Callable[[Bases, Store], type[nn.Module]]
 
 REGISTER: Store = functools.partial(nn.Module.register_buffer, persistent=False)
-"""How ``hand`` stores a tensor: ``module.register_buffer(name, value, persistent=False)``."""
 VARIANTS = ("plain", "hand", "auto")
+# The models' sizes (their input batches use them too).
+VOCAB, SEQ_DIM = 100, 32
+FEATURES, GRID, STRIDE, CLASSES = 32, 8, 16, 5  # the detection heads
+ANCHOR_SIZES = (32.0, 64.0, 128.0)
+PYRAMID = ((8, 8), (4, 16), (2, 32))  # (grid, stride) per level
+BOX = ("mean", "std")
+RNN_INPUT, RNN_HIDDEN = 32, 64
+MIX_DIM, MIX_GROUPS = 32, 8
+NEST_DIM = 32
 
 
 def variants(factory: Factory, base: type[nn.Module] = nn.Module) -> dict[str, type[nn.Module]]:
@@ -64,10 +73,9 @@ class ModelSpec:
 
     name: str
     factory: Factory
-    make_inputs: Callable[[int], Inputs]
+    make_inputs: MakeInputs
     hand_note: str = ""  # where ``hand`` holds its tensors otherwise than one buffer each
-    # Tensors forward writes to the module. Under mode="reduce-overhead" they are CUDA-graph
-    # outputs, which the next replay overwrites: the caller must keep them outside the graph.
+    # reduce-overhead: kept outside the CUDA-graph pool (forward._StateOutsideGraph says why)
     state_written_in_forward: tuple[str, ...] = ()
 
     @functools.cached_property
@@ -88,9 +96,7 @@ class ModelSpec:
 _MODELS: list[ModelSpec] = []
 
 
-def _model(
-    name: str, inputs: Callable[[int], Inputs], **extra: Any
-) -> Callable[[Factory], Factory]:
+def _model(name: str, inputs: MakeInputs, **extra: Any) -> Callable[[Factory], Factory]:
     """Add the decorated factory to the zoo (MODELS, in the order of this file)."""
 
     def add(factory: Factory) -> Factory:
@@ -100,13 +106,9 @@ def _model(
     return add
 
 
-def _generator() -> torch.Generator:
-    return torch.Generator().manual_seed(1234)
-
-
-def _inputs(*shape: int) -> Callable[[int], Inputs]:
-    """Inputs of ``(batch, *shape)``, the same numbers on every call."""
-    return lambda batch: (torch.randn(batch, *shape, generator=_generator()),)
+def _inputs(*shape: int, draw: Callable[..., torch.Tensor] = torch.randn) -> MakeInputs:
+    """Inputs of ``(batch, *shape)`` drawn by ``draw``, the same numbers on every call."""
+    return lambda batch: (draw((batch, *shape), generator=torch.Generator().manual_seed(1234)),)
 
 
 @_model("ToyModule", _inputs(2))
@@ -142,13 +144,7 @@ def _net(bases: Bases, store: Store) -> type[nn.Module]:
     return Net
 
 
-VOCAB, SEQ_DIM = 100, 32
-
-
-@_model(
-    "SequenceModel",
-    lambda batch: (torch.randint(0, VOCAB, (batch, 32), generator=_generator()),),
-)
+@_model("SequenceModel", _inputs(32, draw=functools.partial(torch.randint, 0, VOCAB)))
 def _sequence(bases: Bases, store: Store) -> type[nn.Module]:
     class SequenceModel(*bases):
         """``positions = torch.arange(seqlen)`` and ``inv_freq`` for sinusoidal encodings."""
@@ -213,10 +209,9 @@ def _transformer(dim: int, heads: int, max_len: int) -> Factory:
 
 
 _model("TransformerBlock", _inputs(32, 64))(_transformer(64, 4, 64))  # 32 tokens
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-@_model("NormalizedCNN", lambda batch: (torch.rand(batch, 3, 32, 32, generator=_generator()),))
+@_model("NormalizedCNN", _inputs(3, 32, 32, draw=torch.rand))
 def _cnn(bases: Bases, store: Store) -> type[nn.Module]:
     class NormalizedCNN(*bases):
         """Input normalisation mean/std of shape (1, 3, 1, 1)."""
@@ -228,18 +223,14 @@ def _cnn(bases: Bases, store: Store) -> type[nn.Module]:
                 nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
             )  # fmt: skip
             self.classifier = nn.Linear(32, 10)
-            store(self, "mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1))
-            store(self, "std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1))
+            store(self, "mean", torch.tensor((0.485, 0.456, 0.406)).view(1, 3, 1, 1))
+            store(self, "std", torch.tensor((0.229, 0.224, 0.225)).view(1, 3, 1, 1))
 
         def forward(self, images: torch.Tensor) -> torch.Tensor:
             images = (images - self.mean) / self.std
             return self.classifier(self.features(images).flatten(1))
 
     return NormalizedCNN
-
-
-FEATURES, GRID, STRIDE, CLASSES = 32, 8, 16, 5
-ANCHOR_SIZES = (32.0, 64.0, 128.0)
 
 
 def _anchors(grid: int, stride: int, sizes: tuple[float, ...]) -> torch.Tensor:
@@ -281,10 +272,6 @@ def _detection(bases: Bases, store: Store) -> type[nn.Module]:
     return DetectionHead
 
 
-PYRAMID = ((8, 8), (4, 16), (2, 32))  # (grid, stride) per level
-BOX = ("mean", "std")
-
-
 @_model(
     "AnchorPyramid",
     lambda batch: tuple(_inputs(FEATURES, grid, grid)(batch)[0] for grid, _ in PYRAMID),
@@ -321,9 +308,6 @@ def _pyramid(bases: Bases, store: Store) -> type[nn.Module]:
     return AnchorPyramid
 
 
-RNN_INPUT, RNN_HIDDEN = 32, 64
-
-
 @_model(
     "RecurrentCell",
     _inputs(RNN_INPUT),
@@ -354,9 +338,6 @@ def _recurrent(bases: Bases, store: Store) -> type[nn.Module]:
     return RecurrentCell
 
 
-MIX_DIM, MIX_GROUPS = 32, 8
-
-
 @_model("IndexMixer", _inputs(MIX_DIM))
 def _index(bases: Bases, store: Store) -> type[nn.Module]:
     class IndexMixer(*bases):
@@ -374,9 +355,6 @@ def _index(bases: Bases, store: Store) -> type[nn.Module]:
             return self.proj(pooled) + x
 
     return IndexMixer
-
-
-NEST_DIM = 32
 
 
 @_model("NestedModel", _inputs(NEST_DIM))

@@ -343,7 +343,7 @@ def test_cudagraph_recordings_are_counted_around_record_function(monkeypatch: py
 
     monkeypatch.setattr(CUDAGraphTreeManager, "record_function", recorded)
     before = forward._snapshot()[2]
-    with forward._counting_cudagraph_recordings("cuda"):
+    with forward._counting_cudagraph_recordings():
         assert CUDAGraphTreeManager.record_function(object(), [], "f") == "recorded f"
         assert CUDAGraphTreeManager.record_function(object(), [], "g") == "recorded g"
         assert forward._snapshot()[2] == before + 2
