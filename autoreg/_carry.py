@@ -226,7 +226,7 @@ class Conversion:
     def finish(self) -> None:
         """Convert the carried values of the modules that joined, each fully or not at all; a
         value that cannot be converted stays as it is (warn mode says so)."""
-        carried, fn, shared = self.carried, self.fn, self.shared
+        carried = self.carried
         for module in self.carriers.values():
             d = module.__dict__
             for name, key in d[CARRYING].items():
@@ -234,10 +234,7 @@ class Conversion:
                 if value is None or d.get(key) != CARRIED:
                     continue
                 try:
-                    # carried(value), its first case inlined: the usual value, a tensor held alone
-                    if shared is None and type(value) is _Tensor:
-                        new = value if value.requires_grad and value.is_leaf else fn(value)
-                    elif isinstance(value, torch.Tensor):
+                    if isinstance(value, torch.Tensor):
                         new = carried(value)
                     else:
                         new = map_tensors(value, carried, self._move)
