@@ -16,10 +16,11 @@ alias of a buffer). While nn.Module's work runs, the call is on a per-thread sta
 ``_apply`` that runs with the same ``fn`` - below the root, or reached through an ``_apply``
 override that converts a module kept outside ``_modules`` (an EMA copy) - joins it, if it carries
 anything. When the work is done, the carried values of the root and of the modules that joined
-are converted: a carried alias of a parameter or buffer becomes what nn.Module made of it, and any
-other tensor is converted once, however many carried values hold it. Modules the call does not
-reach are never looked at, and nothing outlives the call: what happened before, elsewhere in the
-process, cannot change what it does.
+are converted, a module's each time it joined (as nn.Module converts a submodule's buffers once
+per parent that holds it): a carried alias of a parameter or buffer becomes what nn.Module made
+of it, and any other tensor is converted once, however many carried values hold it. Modules the
+call does not reach are never looked at, and nothing outlives the call: what happened before,
+elsewhere in the process, cannot change what it does.
 
 A value that cannot be converted (a tensor that escaped ``torch.func.vmap``, a tuple subclass that
 cannot be rebuilt) is left as it is, as nn.Module leaves every plain attribute; warn mode says so.
@@ -168,14 +169,13 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     finally:
         running.pop()  # this call's: conversions start and end nested
-    if len(joined) == 1:
-        if CARRYING in module.__dict__:
-            _convert(module, fn, aliases)
-    else:  # each module that joined converted once, a shared submodule too
-        carriers = {id(module): module} if CARRYING in module.__dict__ else {}
-        carriers.update((id(below), below) for below in joined[1:])
-        for carrier in carriers.values():
-            _convert(carrier, fn, aliases)
+    if CARRYING in module.__dict__:
+        _convert(module, fn, aliases)
+    if len(joined) > 1:
+        # Each time a module joined, as nn.Module converts its buffers each time its recursion
+        # reaches it (a submodule shared by two parents: twice).
+        for below in joined[1:]:
+            _convert(below, fn, aliases)
     return result
 
 

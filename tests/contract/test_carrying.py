@@ -265,3 +265,32 @@ def test_a_carried_value_gets_the_function_its_parent_hands_down_once_as_the_twi
     assert torch.equal(child.state, twin.plus.child.state)
     assert child.state.tolist() == [1.0, 1.0]
     assert child.state.dtype == torch.float64
+
+
+class SharedState(autoreg.Module):
+    """A submodule that carries state, to be shared (``HandState`` is its twin)."""
+
+
+@pytest.mark.parametrize("owners", ["one parent, two names", "two parents"])
+def test_a_shared_submodule_s_state_is_converted_as_often_as_the_twins_buffer(owners: str) -> None:
+    """nn.Module converts a shared submodule's buffers once per parent that holds it (children()
+    yields it once per parent): carried state follows, seen through a function that is not
+    idempotent (a submodule shared by two parents used to be converted once)."""
+
+    def tree(child: nn.Module) -> nn.Module:
+        root = SharedState()  # an autoreg root: the child joins its conversion
+        if owners == "two parents":
+            root.p1, root.p2 = nn.Sequential(child), nn.Sequential(child)
+        else:
+            root.a, root.b = child, child
+        return root
+
+    child = SharedState()
+    child.state = torch.zeros(2)  # carried
+    twin = HandState()
+    for model in (tree(child), tree(twin)):
+        model._apply(lambda t: t + 1)
+        model.double()
+    assert torch.equal(child.state, twin.state)
+    assert child.state.dtype == twin.state.dtype == torch.float64
+    assert role(child, "state") == "carried"
