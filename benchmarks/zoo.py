@@ -1,7 +1,8 @@
 """The model zoo: ten small models and a transformer layer, each written once, built three ways.
 
-A model is a factory ``(bases, store) -> class``: one class body, parametrised by its base classes
-and by how it stores a tensor. ``variants`` builds the three variants the benchmarks compare:
+The classes are in one function, ``_classes(bases, store)`` (the transformer layer, sized, in
+``_transformer``): one class body each, parametrised by its base classes and by how it stores a
+tensor. ``variants`` builds the three variants the benchmarks compare:
 
 - ``plain``: ``nn.Module``, tensors stored with ``setattr`` (``self.mask = t``): the bug autoreg
   fixes (``.to()`` leaves them behind);
@@ -51,11 +52,8 @@ NEST_DIM = 32
 def variants(factory: Factory, base: type[nn.Module] = nn.Module) -> dict[str, type[nn.Module]]:
     """The three variants of ``factory``'s class on ``base`` (autoreg's mixin goes first)."""
     auto = (autoreg.Module,) if base is nn.Module else (autoreg.AutoRegisterMixin, base)
-    return {
-        "plain": factory((base,), setattr),
-        "hand": factory((base,), REGISTER),
-        "auto": factory(auto, setattr),
-    }
+    ways = {"plain": ((base,), setattr), "hand": ((base,), REGISTER), "auto": (auto, setattr)}
+    return {variant: factory(bases, store) for variant, (bases, store) in ways.items()}
 
 
 def _store_items(module: nn.Module, store: Store, name: str, items: list[Any] | dict[str, Any]):
@@ -69,18 +67,18 @@ def _store_items(module: nn.Module, store: Store, name: str, items: list[Any] | 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One zoo model: its factory, what it holds, and how to make an input batch for it."""
+    """One zoo model: what it holds, how to make an input batch for it, and its classes."""
 
     name: str
-    factory: Factory
     make_inputs: MakeInputs
     hand_note: str = ""  # where ``hand`` holds its tensors otherwise than one buffer each
     # reduce-overhead: kept outside the CUDA-graph pool (forward._StateOutsideGraph says why)
     state_written_in_forward: tuple[str, ...] = ()
+    factory: Factory | None = None  # None: the class of that name in ``_classes``
 
     @functools.cached_property
     def classes(self) -> dict[str, type[nn.Module]]:
-        return variants(self.factory)
+        return variants(self.factory or (lambda bases, store: _classes(bases, store)[self.name]))
 
     @property
     def about(self) -> str:
@@ -93,80 +91,29 @@ class ModelSpec:
         return self.classes[variant]().eval()
 
 
-_MODELS: list[ModelSpec] = []
-
-
-def _model(name: str, inputs: MakeInputs, **extra: Any) -> Callable[[Factory], Factory]:
-    """Add the decorated factory to the zoo (MODELS, in the order of this file)."""
-
-    def add(factory: Factory) -> Factory:
-        _MODELS.append(ModelSpec(name, factory, inputs, **extra))
-        return factory
-
-    return add
-
-
 def _inputs(*shape: int, draw: Callable[..., torch.Tensor] = torch.randn) -> MakeInputs:
     """Inputs of ``(batch, *shape)`` drawn by ``draw``, the same numbers on every call."""
     return lambda batch: (draw((batch, *shape), generator=torch.Generator().manual_seed(1234)),)
 
 
-@_model("ToyModule", _inputs(2))
-def _toy(bases: Bases, store: Store) -> type[nn.Module]:
-    class ToyModule(*bases):
-        """``nn.Linear(2, 2)`` and ``expected_moved_cuda_tensor = torch.tensor([0, 2, 3])``."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = nn.Linear(2, 2)
-            store(self, "expected_moved_cuda_tensor", torch.tensor([0, 2, 3]))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer(x).sum(-1, keepdim=True) * self.expected_moved_cuda_tensor
-
-    return ToyModule
-
-
-@_model("Net", _inputs(2))
-def _net(bases: Bases, store: Store) -> type[nn.Module]:
-    class Net(*bases):
-        """Parameters ``w1`` and ``w2`` (``requires_grad=False``), a tensor ``w3``."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.w1 = nn.Parameter(torch.rand(2, 3))
-            self.w2 = nn.Parameter(torch.rand(2, 3), requires_grad=False)
-            store(self, "w3", torch.rand(2, 3))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return (x @ self.w1 + x @ self.w2) * self.w3.sum(0)
-
-    return Net
-
-
-@_model("SequenceModel", _inputs(32, draw=functools.partial(torch.randint, 0, VOCAB)))
-def _sequence(bases: Bases, store: Store) -> type[nn.Module]:
-    class SequenceModel(*bases):
-        """``positions = torch.arange(seqlen)`` and ``inv_freq`` for sinusoidal encodings."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.embed = nn.Embedding(VOCAB, SEQ_DIM)
-            self.head = nn.Linear(SEQ_DIM, VOCAB)
-            store(self, "positions", torch.arange(64))
-            store(self, "inv_freq", 1.0 / 10000 ** (torch.arange(0, SEQ_DIM, 2) / SEQ_DIM))
-
-        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-            angles = self.positions[: tokens.shape[1], None] * self.inv_freq
-            encoding = torch.cat([angles.sin(), angles.cos()], dim=-1)
-            return self.head(self.embed(tokens) + encoding)
-
-    return SequenceModel
-
-
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     first, second = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+
+def _anchors(grid: int, stride: int, sizes: tuple[float, ...]) -> torch.Tensor:
+    """``(grid * grid * len(sizes), 4)`` anchors as (cx, cy, w, h), in image pixels."""
+    centres = (torch.arange(grid) + 0.5) * stride
+    cy, cx = torch.meshgrid(centres, centres, indexing="ij")
+    xy = torch.stack([cx, cy], dim=-1).reshape(-1, 1, 2).expand(-1, len(sizes), 2)
+    wh = torch.tensor(sizes).view(1, -1, 1).expand(grid * grid, len(sizes), 2)
+    return torch.cat([xy, wh], dim=-1).reshape(-1, 4)
+
+
+def _decode(anchors: torch.Tensor, deltas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Box centres and sizes from anchors and regressed deltas."""
+    centres = anchors[:, :2] + deltas[..., :2] * anchors[:, 2:]
+    return centres, anchors[:, 2:] * deltas[..., 2:].exp()
 
 
 def _transformer(dim: int, heads: int, max_len: int) -> Factory:
@@ -208,11 +155,48 @@ def _transformer(dim: int, heads: int, max_len: int) -> Factory:
     return factory
 
 
-_model("TransformerBlock", _inputs(32, 64))(_transformer(64, 4, 64))  # 32 tokens
+@functools.cache
+def _classes(bases: Bases, store: Store) -> dict[str, type[nn.Module]]:
+    """Every zoo class but the transformer layer, on ``bases``, storing tensors with ``store``."""
 
+    class ToyModule(*bases):
+        """``nn.Linear(2, 2)`` and ``expected_moved_cuda_tensor = torch.tensor([0, 2, 3])``."""
 
-@_model("NormalizedCNN", _inputs(3, 32, 32, draw=torch.rand))
-def _cnn(bases: Bases, store: Store) -> type[nn.Module]:
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(2, 2)
+            store(self, "expected_moved_cuda_tensor", torch.tensor([0, 2, 3]))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.layer(x).sum(-1, keepdim=True) * self.expected_moved_cuda_tensor
+
+    class Net(*bases):
+        """Parameters ``w1`` and ``w2`` (``requires_grad=False``), a tensor ``w3``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1 = nn.Parameter(torch.rand(2, 3))
+            self.w2 = nn.Parameter(torch.rand(2, 3), requires_grad=False)
+            store(self, "w3", torch.rand(2, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x @ self.w1 + x @ self.w2) * self.w3.sum(0)
+
+    class SequenceModel(*bases):
+        """``positions = torch.arange(seqlen)`` and ``inv_freq`` for sinusoidal encodings."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, SEQ_DIM)
+            self.head = nn.Linear(SEQ_DIM, VOCAB)
+            store(self, "positions", torch.arange(64))
+            store(self, "inv_freq", 1.0 / 10000 ** (torch.arange(0, SEQ_DIM, 2) / SEQ_DIM))
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            angles = self.positions[: tokens.shape[1], None] * self.inv_freq
+            encoding = torch.cat([angles.sin(), angles.cos()], dim=-1)
+            return self.head(self.embed(tokens) + encoding)
+
     class NormalizedCNN(*bases):
         """Input normalisation mean/std of shape (1, 3, 1, 1)."""
 
@@ -230,26 +214,6 @@ def _cnn(bases: Bases, store: Store) -> type[nn.Module]:
             images = (images - self.mean) / self.std
             return self.classifier(self.features(images).flatten(1))
 
-    return NormalizedCNN
-
-
-def _anchors(grid: int, stride: int, sizes: tuple[float, ...]) -> torch.Tensor:
-    """``(grid * grid * len(sizes), 4)`` anchors as (cx, cy, w, h), in image pixels."""
-    centres = (torch.arange(grid) + 0.5) * stride
-    cy, cx = torch.meshgrid(centres, centres, indexing="ij")
-    xy = torch.stack([cx, cy], dim=-1).reshape(-1, 1, 2).expand(-1, len(sizes), 2)
-    wh = torch.tensor(sizes).view(1, -1, 1).expand(grid * grid, len(sizes), 2)
-    return torch.cat([xy, wh], dim=-1).reshape(-1, 4)
-
-
-def _decode(anchors: torch.Tensor, deltas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Box centres and sizes from anchors and regressed deltas."""
-    centres = anchors[:, :2] + deltas[..., :2] * anchors[:, 2:]
-    return centres, anchors[:, 2:] * deltas[..., 2:].exp()
-
-
-@_model("DetectionHead", _inputs(FEATURES, GRID, GRID))
-def _detection(bases: Bases, store: Store) -> type[nn.Module]:
     class DetectionHead(*bases):
         """Anchor boxes (192, 4) and box-coding variances."""
 
@@ -269,17 +233,6 @@ def _detection(bases: Bases, store: Store) -> type[nn.Module]:
             boxes = torch.cat([centres - sizes / 2, centres + sizes / 2], dim=-1)
             return boxes, scores.sigmoid()
 
-    return DetectionHead
-
-
-@_model(
-    "AnchorPyramid",
-    lambda batch: tuple(_inputs(FEATURES, grid, grid)(batch)[0] for grid, _ in PYRAMID),
-    hand_note="(b) holds one buffer per list or dict entry (anchors_0, box_coder_std, ...) and "
-    "rebuilds the list and the dict through properties on every read; (c) reads its carried "
-    "list and dict from __dict__",
-)
-def _pyramid(bases: Bases, store: Store) -> type[nn.Module]:
     class AnchorPyramid(*bases):
         """Anchors per pyramid level in a list, box-coder mean/std in a dict."""
 
@@ -305,18 +258,6 @@ def _pyramid(bases: Bases, store: Store) -> type[nn.Module]:
                 boxes.append(torch.cat(_decode(anchors, deltas), dim=-1))
             return torch.cat(boxes, dim=1)
 
-    return AnchorPyramid
-
-
-@_model(
-    "RecurrentCell",
-    _inputs(RNN_INPUT),
-    hand_note="(b) registers register_buffer('state', None, persistent=False) in __init__: "
-    "every read in forward goes through nn.Module.__getattr__, every write through "
-    "nn.Module.__setattr__; (c) carries it in __dict__",
-    state_written_in_forward=("state",),
-)
-def _recurrent(bases: Bases, store: Store) -> type[nn.Module]:
     class RecurrentCell(*bases):
         """GRU-style cell; its hidden state is first written in forward."""
 
@@ -335,11 +276,6 @@ def _recurrent(bases: Bases, store: Store) -> type[nn.Module]:
             self.state = h.detach()
             return h
 
-    return RecurrentCell
-
-
-@_model("IndexMixer", _inputs(MIX_DIM))
-def _index(bases: Bases, store: Store) -> type[nn.Module]:
     class IndexMixer(*bases):
         """Integer index tensors: a channel permutation and a channel-to-group map."""
 
@@ -354,11 +290,6 @@ def _index(bases: Bases, store: Store) -> type[nn.Module]:
             pooled = x.new_zeros(x.shape[0], MIX_GROUPS).index_add_(1, self.group_of_channel, x)
             return self.proj(pooled) + x
 
-    return IndexMixer
-
-
-@_model("NestedModel", _inputs(NEST_DIM))
-def _nested(bases: Bases, store: Store) -> type[nn.Module]:
     class Leaf(*bases):
         def __init__(self) -> None:
             super().__init__()
@@ -400,12 +331,37 @@ def _nested(bases: Bases, store: Store) -> type[nn.Module]:
                 x = stage(x)
             return x * self.output_scale
 
-    return NestedModel
+    models = (ToyModule, Net, SequenceModel, NormalizedCNN, DetectionHead, AnchorPyramid)
+    return {cls.__name__: cls for cls in (*models, RecurrentCell, IndexMixer, NestedModel)}
 
 
-MODELS = tuple(_MODELS)
+MODELS = (
+    ModelSpec("ToyModule", _inputs(2)),
+    ModelSpec("Net", _inputs(2)),
+    ModelSpec("SequenceModel", _inputs(32, draw=functools.partial(torch.randint, 0, VOCAB))),
+    ModelSpec("TransformerBlock", _inputs(32, 64), factory=_transformer(64, 4, 64)),  # 32 tokens
+    ModelSpec("NormalizedCNN", _inputs(3, 32, 32, draw=torch.rand)),
+    ModelSpec("DetectionHead", _inputs(FEATURES, GRID, GRID)),
+    ModelSpec(
+        "AnchorPyramid",
+        lambda batch: tuple(_inputs(FEATURES, grid, grid)(batch)[0] for grid, _ in PYRAMID),
+        hand_note="(b) holds one buffer per list or dict entry (anchors_0, box_coder_std, ...) and "
+        "rebuilds the list and the dict through properties on every read; (c) reads its carried "
+        "list and dict from __dict__",
+    ),
+    ModelSpec(
+        "RecurrentCell",
+        _inputs(RNN_INPUT),
+        hand_note="(b) registers register_buffer('state', None, persistent=False) in __init__: "
+        "every read in forward goes through nn.Module.__getattr__, every write through "
+        "nn.Module.__setattr__; (c) carries it in __dict__",
+        state_written_in_forward=("state",),
+    ),
+    ModelSpec("IndexMixer", _inputs(MIX_DIM)),
+    ModelSpec("NestedModel", _inputs(NEST_DIM)),
+)
 
-LARGE = ModelSpec("TransformerBlock4096", _transformer(4096, 32, 2048), _inputs(512, 4096))
+LARGE = ModelSpec("TransformerBlock4096", _inputs(512, 4096), factory=_transformer(4096, 32, 2048))
 """The GPU plan's layer, 201 M parameters, inputs of 512 tokens: the small models are launch
 overhead on a GPU; this one is kernels."""
 
