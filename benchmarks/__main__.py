@@ -10,16 +10,14 @@ Plans (``--plan``; what each times: ``forward.configs_for`` and docs/benchmarks.
   that a GPU run cannot fail on Python. What has no CPU equivalent is said in the output.
 
 Results go to ``--out`` (default ``benchmark-results/``, git-ignored); the docs quote those in
-``benchmarks/results/``. ``--quick`` skips compilation and uses fewer, shorter rounds. After
-``--budget-s`` seconds no forward job starts (the rest are reported as skipped); an interrupt
-(Ctrl-C, ``timeout -s INT``) stops the run and still writes what was measured. Whether tensors
-move at all is a test: ``tests/benchmarks/test_zoo_moves.py``.
+``benchmarks/results/``. ``--quick``: no compilation, fewer and shorter rounds. Forward jobs not
+started by ``--budget-s`` are reported as skipped; an interrupt (Ctrl-C, ``timeout -s INT``)
+still writes what was measured. The move check is a test: ``tests/benchmarks/test_zoo_moves.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shlex
 import sys
@@ -66,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     tiny = plan == "gpu" and device == "cpu"
     if device == "cpu":
         torch.set_num_threads(1)  # one core per measurement: less noise from whatever else runs
-    settings = (
-        QUICK if args.quick else (GPU if device == "cuda" else TINY) if plan == "gpu" else FULL
-    )
+    settings = QUICK if args.quick else TINY if tiny else GPU if plan == "gpu" else FULL
     configs = configs_for(device, plan, args.quick)
     notes = [] if device == "cuda" else [
         "note: forward clock on cpu: time.process_time per block (CUDA events need a GPU)",
@@ -82,18 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     machine = report.describe_machine(device)  # after the settings it records
 
     rows: list[Row] = []
-    progress = functools.partial(print, flush=True)
     interrupted = ""
     try:
         # Micro first: in today's core, a compiled forward earlier in the process changes what
         # .to() costs (issue 14); micro measures a process where nothing was compiled.
         if "micro" in args.parts:
             print("micro ...", flush=True)
-            run_micro(settings.micro, settings.heavy, rows, progress)
+            run_micro(settings.micro, settings.heavy, rows)
         if "forward" in args.parts:
             print("forward speed ...", flush=True)
             deadline = started + args.budget_s if args.budget_s else None
-            run_forward(device, configs, settings.forward, rows, progress, deadline)
+            run_forward(device, configs, settings.forward, rows, deadline)
     except KeyboardInterrupt:
         interrupted = "interrupted: the parts after the last printed line did not run"
         print(interrupted, flush=True)

@@ -64,11 +64,9 @@ class Config:
 
 
 def configs_for(device: str, plan: str, quick: bool) -> list[Config]:
-    """What to time for ``plan`` ("cpu" or "gpu") on ``device``; ``quick``: eager only.
-
-    Compiling costs seconds per graph and side, so compiled modes run a subset. The GPU plan on a
-    CPU runs at tiny sizes, so that the code paths a GPU run takes run in the test suite.
-    """
+    """What to time for ``plan`` ("cpu" or "gpu") on ``device``; ``quick``: eager only. Compiled
+    modes run a subset (compiling costs seconds per graph and side); the GPU plan on a CPU runs at
+    tiny sizes, so that the code paths a GPU run takes run in the test suite."""
     every = tuple(spec.name for spec in MODELS)
     if plan == "cpu":
         configs = [Config("eager", batch, torch.float32, every) for batch in (1, CPU_BATCH)]
@@ -96,17 +94,13 @@ def run_forward(
     configs: Sequence[Config],
     timing: tuple[int, float],
     rows: list[Row],
-    progress: Callable[[str], None] = lambda line: None,
     deadline: float | None = None,
 ) -> None:
-    """Time every model of every configuration (``timing``: rounds, seconds per block).
-
-    Errors are recorded, not raised; jobs not started by ``deadline`` (a ``time.perf_counter()``
-    value) are recorded as skipped. Rows are appended as they come: an interrupt keeps them.
-    """
+    """Time every model of every configuration (``timing``: rounds, seconds per block) into
+    ``rows`` as they come (an interrupt keeps them); errors are recorded, not raised, and the jobs
+    not started by ``deadline`` (a ``time.perf_counter()`` value) as skipped."""
     with _counting_cudagraph_recordings() if device == "cuda" else contextlib.nullcontext():
         for config in configs:
-            # First the A/A row: two separately built (b), the noise floor (Timer has none).
             jobs = [(config.models[0], True)] + [(name, False) for name in config.models]
             for index, (name, control) in enumerate(jobs):
                 label = f"A/A {name}" if control else name
@@ -125,7 +119,7 @@ def run_forward(
                     gc.collect()
                     if device == "cuda":
                         torch.cuda.empty_cache()
-                progress(row.summary())
+                print(row.summary(), flush=True)
 
 
 class _Counters:
@@ -145,6 +139,22 @@ class _Counters:
 
     def changes(self) -> int:
         return sum(sum(counts.values()) for counts in self.total.values())
+
+    def warm_up(self, calls: dict[str, Callable[[], Any]], sync: Callable[[], None]) -> int:
+        """Call both sides in lock-step until no counter changes for a few calls in a row."""
+        quiet = 0
+        for made in range(1, WARMUP_MAX_CALLS + 1):
+            before = self.changes()
+            for side, call in calls.items():
+                self.count(side, call)
+            sync()
+            quiet = 0 if self.changes() != before else quiet + 1
+            if quiet == WARMUP_QUIET_CALLS:
+                return made
+        raise AssertionError(
+            f"dynamo or CUDA-graph counters still changing after {WARMUP_MAX_CALLS} warm-up calls "
+            "(a recompile or re-recording on every call): no steady state to time"
+        )
 
 
 def _job(
@@ -183,7 +193,7 @@ def _job(
                     compiles = counters.total[side]["dynamo_frames"] - before
                     checks.setdefault("compiles_first_call", {})[side] = compiles
             frames = {side: counters.total[side]["dynamo_frames"] for side in sides}
-            checks["warmup_calls"] = max(checks["warmup_calls"], _warm_up(calls, counters, sync))
+            checks["warmup_calls"] = max(checks["warmup_calls"], counters.warm_up(calls, sync))
             timers = {side: make_timer("call()", {"call": calls[side]}, device) for side in sides}
             if index == 0:
                 steady = {side: _flat(counters.count(side, calls[side], True)) for side in sides}
@@ -226,23 +236,6 @@ def _judge(row: Row, sides: tuple[str, str], device: str, mode: str) -> None:
                     f"{row.name} ({side}): no CUDA graph recorded and no skip counted under "
                     "reduce-overhead: the recording counter does not see this torch's recordings"
                 )
-
-
-def _warm_up(calls: dict[str, Callable[[], Any]], counters: _Counters, sync: Callable[[], None]):
-    """Call both sides in lock-step until no counter changes for a few calls in a row."""
-    quiet = 0
-    for made in range(1, WARMUP_MAX_CALLS + 1):
-        before = counters.changes()
-        for side, call in calls.items():
-            counters.count(side, call)
-        sync()
-        quiet = 0 if counters.changes() != before else quiet + 1
-        if quiet == WARMUP_QUIET_CALLS:
-            return made
-    raise AssertionError(
-        f"dynamo or CUDA-graph counters still changing after {WARMUP_MAX_CALLS} warm-up calls "
-        "(a recompile or re-recording on every call): no steady state to time"
-    )
 
 
 def _snapshot() -> tuple[int, int, int]:
@@ -306,13 +299,10 @@ def _caller(
 
 
 class _StateOutsideGraph:
-    """After a reduce-overhead call: copy state forward wrote into a tensor of the caller's own.
-
-    The next replay overwrites the CUDA-graph output forward assigned ("accessing tensor output of
-    CUDAGraphs that has been overwritten"); a clone per call would move the graph's static input
-    and re-record the graph every time. So each name's state is copied into one tensor, allocated
-    once, and that tensor is assigned back.
-    """
+    """After a reduce-overhead call: copy the state forward wrote into a tensor of the caller's own,
+    allocated once, and assign that back. The next replay overwrites the CUDA-graph output forward
+    assigned ("accessing tensor output of CUDAGraphs that has been overwritten"); a clone per call
+    would move the graph's static input and re-record the graph every time."""
 
     def __init__(self, model: nn.Module, names: tuple[str, ...]) -> None:
         self.model, self.names = model, names
@@ -332,13 +322,10 @@ class _StateOutsideGraph:
 
 
 def _own_forward(model: nn.Module) -> None:
-    """Give ``model`` a forward whose code object is its own, and so its own dynamo cache.
-
-    The variants of a zoo model share their forward's code (one class body), and dynamo keeps
-    compiled code per code object: compiled side by side, each call of one would first fail the
-    guards of the other's entry - an order effect of about 1-2% that a model compiled alone never
-    pays.
-    """
+    """Give ``model`` a forward whose code object is its own, and so its own dynamo cache: the
+    variants of a zoo model share their forward's code (one class body), and dynamo keeps compiled
+    code per code object; compiled side by side, each call of one would first fail the guards of
+    the other's entry, an order effect of about 1-2% that a model compiled alone never pays."""
     function = type(model).forward
     code = function.__code__.replace(co_name=f"{function.__name__}_{id(model):x}")
     twin = types.FunctionType(

@@ -76,12 +76,10 @@ def _classes(bases: Bases, store: Store) -> dict[str, type[nn.Module]]:
 
 
 class SetattrBase(nn.Module):
-    """A base that overrides ``__setattr__``, as frameworks' base classes do.
-
-    A buffer update then reaches ``nn.Module.__setattr__`` through the base, which calls
-    ``inspect.signature`` on every buffer write ("=== HACK ===" in torch's module.py) when the
-    instance's ``register_buffer`` is not ``nn.Module``'s: an override costs there.
-    """
+    """A base that overrides ``__setattr__``, as frameworks' base classes do: a buffer update then
+    reaches ``nn.Module.__setattr__`` through the base, which calls ``inspect.signature`` on every
+    buffer write ("=== HACK ===" in torch's module.py) when the instance's ``register_buffer`` is
+    not ``nn.Module``'s: an override costs there."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
@@ -133,7 +131,6 @@ def _alive(count: int) -> Callable[[type[nn.Module]], dict[str, Any]]:
 
 
 _ROUND_TRIP = ".to(torch.float64).to(torch.float32)"
-_ONE_LAYER = ".to(f64).to(f32) per layer, {} alive"
 CASES: tuple[Case, ...] = (
     Case("setattr_int", "m.x = 1", "m.x = 1", _instance, "Block", limit=1.00),
     Case("buffer_reassign", "m.scale = t (buffer update)", "m.scale = t", _instance, "Block",
@@ -154,23 +151,16 @@ CASES: tuple[Case, ...] = (
          f"m{_ROUND_TRIP}", _instance, "Tower", limit=1.01, heavy=True),
     Case("to_noop", f".to(f32) no-op, {TOWER_BLOCKS} blocks", "m.to(torch.float32)",
          _instance, "Tower", limit=1.03, heavy=True),
-    Case("to_per_layer_100", _ONE_LAYER.format(100), f"next(layers){_ROUND_TRIP}", _alive(100),
-         "Layer", limit=1.10),
-    Case("to_per_layer_2000", _ONE_LAYER.format(2000), f"next(layers){_ROUND_TRIP}",
-         _alive(2000), "Layer", limit=1.10),
+    *(Case(f"to_per_layer_{n}", f".to(f64).to(f32) per layer, {n} alive",
+           f"next(layers){_ROUND_TRIP}", _alive(n), "Layer", limit=1.10) for n in (100, 2000)),
 )  # fmt: skip
 
 
-def run_micro(
-    light: tuple[int, float],
-    heavy: tuple[int, float],
-    rows: list[Row],
-    progress: Callable[[str], None] = lambda line: None,
-) -> None:
+def run_micro(light: tuple[int, float], heavy: tuple[int, float], rows: list[Row]) -> None:
     """Run every case, ``(rounds, seconds per block)`` by weight; rows are appended as they come."""
     for case in CASES:
         rows.append(_run_case(case, *(heavy if case.heavy else light)))
-        progress(rows[-1].summary())
+        print(rows[-1].summary(), flush=True)
         gc.collect()  # the setups are gone: the next case starts with only its own modules alive
 
 

@@ -50,11 +50,9 @@ def cpu_block(timer: Timer, number: int) -> Block:
 
 
 def cuda_block(call: Callable[[], Any], number: int) -> Block:
-    """CUDA events around ``number`` calls, read after the round's one synchronize.
-
-    Custom: ``Timer``'s CUDA clock synchronizes at every reading, and a synchronize around each
-    block of a few milliseconds pulled the ratios toward 1.00.
-    """
+    """CUDA events around ``number`` calls, read after the round's one synchronize. Custom:
+    ``Timer``'s CUDA clock synchronizes at every reading, and a synchronize around each block of a
+    few milliseconds pulled the ratios toward 1.00."""
 
     def run() -> Callable[[], float]:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
