@@ -87,7 +87,7 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
 
 def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
-    names it has carried (only ever added to)."""
+    names it has carried (a name leaves it only when it is deleted)."""
     d = module.__dict__
     key = role_key(name)
     object.__setattr__(module, key, CARRIED)

@@ -47,7 +47,7 @@ from ._facts import (
     UNBUILT,
     Situation,
 )
-from ._record import ClassRecord
+from ._record import CACHE_LIMIT, ClassRecord
 from ._state import BUFFER, FRAMEWORK
 
 __all__ = [
@@ -159,5 +159,7 @@ def decide(record: ClassRecord, s: Situation, *, compiling: bool) -> Decision:
         return classify(record, s)
     decision = record.decisions.get(s)
     if decision is None:
-        decision = record.decisions[s] = classify(record, s)
+        decision = classify(record, s)
+        if len(record.decisions) < CACHE_LIMIT:
+            record.decisions[s] = decision
     return decision

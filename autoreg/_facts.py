@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ._attribution import attribute
-from ._record import ClassRecord
+from ._record import CACHE_LIMIT, ClassRecord
 from ._state import CONSTRUCTING, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
@@ -144,7 +144,9 @@ def situation(
         else:  # a fact about the class: read once per class and name
             slot = record.slots.get(name, _UNSEEN)
             if slot is _UNSEEN:
-                slot = record.slots[name] = slot_kind(record.namespaces, name)
+                slot = slot_kind(record.namespaces, name)
+                if len(record.slots) < CACHE_LIMIT:
+                    record.slots[name] = slot
         if parameters and kind is not CONTAINER:
             derived = name + "_orig" in parameters or (
                 name + "_v" in parameters and name + "_g" in parameters

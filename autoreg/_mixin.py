@@ -41,7 +41,7 @@ from ._contract import Decision, decide
 from ._enforce import enforce
 from ._execute import execute
 from ._facts import situation
-from ._record import ClassRecord, create_record, unknown_keywords
+from ._record import CACHE_LIMIT, ClassRecord, create_record, unknown_keywords
 from ._state import (
     BUFFER,
     CARRYING,
@@ -111,7 +111,9 @@ class AutoRegisterMixin(_MixinBase):
         else:
             key = record.role_keys.get(name)
             if key is None:
-                key = record.role_keys[name] = role_key(name)
+                key = role_key(name)
+                if len(record.role_keys) < CACHE_LIMIT:
+                    record.role_keys[name] = key
             role = d.get(key)
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
@@ -128,7 +130,11 @@ class AutoRegisterMixin(_MixinBase):
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
-        self.__dict__.pop(role_key(name), None)  # a name deleted is a new name
+        d = self.__dict__
+        d.pop(role_key(name), None)  # a name deleted is a new name
+        carrying = d.get(CARRYING)
+        if carrying is not None:
+            carrying.pop(name, None)
 
     def __getstate__(self) -> dict[str, Any]:
         """nn.Module's state, without construction state (a copy is never being built), and

@@ -30,9 +30,20 @@ from ._messages.contract import (
 )
 from ._state import FRAMEWORK, MODEL, PASS
 
-__all__ = ["KEYWORDS", "ClassRecord", "create_record", "record_of", "unknown_keywords"]
+__all__ = [
+    "CACHE_LIMIT",
+    "KEYWORDS",
+    "ClassRecord",
+    "create_record",
+    "record_of",
+    "unknown_keywords",
+]
 
 KEYWORDS: Final = ("persistent", "strict", "warn")
+# Entries each per-name cache of a class keeps at most: a model that makes up attribute names as
+# it runs (``setattr(self, f"cache_{step}", t)``) must not grow its class without end. Past it, an
+# assignment is decided as the first one was, and nothing more is kept.
+CACHE_LIMIT: Final = 4096
 
 
 class ClassRecord:

@@ -10,11 +10,12 @@ reads as a whole on some torch versions (every new role anywhere would recompile
 roles as they get every attribute. Keys are identifiers, also for a name that is none (``'a.b'``):
 dynamo writes its guards on them as attribute accesses.
 
-``CARRYING`` holds the names that have ever been carried, a dict of each to its role key (added to
-in place; a copy or a pickle gets its own, see ``AutoRegisterMixin.__getstate__``):
-``.to()`` looks them up instead of searching the whole ``__dict__``, and converts those whose
-role is ``CARRIED``. It changes only when a name is carried for the first time, so an assignment
-that updates a carried value (in a compiled ``forward`` too) never reads it.
+``CARRYING`` holds the names that have been carried since they were last deleted, a dict of each
+to its role key (changed in place; a copy or a pickle gets its own, see
+``AutoRegisterMixin.__getstate__``): ``.to()`` looks them up instead of searching the whole
+``__dict__``, and converts those whose role is ``CARRIED``. It changes only when a name is first
+carried or deleted, so an assignment that updates a carried value (in a compiled ``forward`` too)
+never reads it.
 
 ``CONSTRUCTING`` is present while one of the instance's construction methods runs, ``PENDING``
 while tensors assigned before ``nn.Module.__init__`` wait to be registered; copies and pickles

@@ -64,3 +64,30 @@ def test_property_3_no_instance_outlives_its_last_reference(build: Callable[[], 
         del module
     gc.collect()
     assert sum(ref() is not None for ref in refs) == 0
+
+
+class Growing(autoreg.Module):
+    pass
+
+
+def test_a_model_that_makes_up_names_does_not_grow_its_class_or_instance_without_end() -> None:
+    """Names made up at run time (``cache_{step}``): the class's caches stop at CACHE_LIMIT and a
+    deleted name leaves the instance's list of carried names; every assignment past the limit is
+    still decided and carried out as the first ones were."""
+    from autoreg._record import CACHE_LIMIT
+    from autoreg._state import CARRYING
+
+    model = Growing()
+    names = [f"cache_{step}" for step in range(CACHE_LIMIT + 500)]
+    for name in names:
+        setattr(model, name, torch.zeros(1))
+    record = type(model).__autoreg__
+    assert max(len(record.decisions), len(record.slots), len(record.role_keys)) <= CACHE_LIMIT
+    model.double()
+    assert all(getattr(model, name).dtype == torch.float64 for name in names)  # all carried
+    for name in names:
+        delattr(model, name)
+    assert model.__dict__[CARRYING] == {}
+    model.last = torch.zeros(1)
+    model.double()
+    assert model.last.dtype == torch.float64
