@@ -18,7 +18,7 @@ from torch import nn
 
 from ._attribution import attribute
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import CONSTRUCTING, MODULE_INTERNALS, OWN_KEYS
+from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -151,7 +151,11 @@ def situation(
             derived = name + "_orig" in parameters or (
                 name + "_v" in parameters and name + "_g" in parameters
             )
-    constructing = registry is UNBUILT or CONSTRUCTING in d
+    constructing = (
+        registry is UNBUILT
+        or CONSTRUCTING in d
+        or (id(d) in EARLY if EARLY and not compiling else False)  # _construction says why
+    )
     return (name, kind, role, registry, constructing, slot, derived)
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "CARRIED",
     "CARRYING",
     "CONSTRUCTING",
+    "EARLY",
     "FRAMEWORK",
     "LEGACY_ROLES",
     "MODEL",
@@ -63,6 +64,11 @@ MODEL: Final = "model"
 PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignment is (row 4)
 
 MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
+
+# The instances being built inside a function torch.compile compiles whose outermost construction
+# method began before nn.Module.__init__ ran, by the id of their (then empty) __dict__: nothing may
+# be put in that dict first (``_construction`` says why). An entry lives while that call runs.
+EARLY: Final[set[int]] = set()
 
 
 def role_key(name: str) -> str:

@@ -424,3 +424,36 @@ def test_a_frameworks_own_write_in_a_compiled_forward_is_the_frameworks() -> Non
     out = torch.compile(module, backend="eager", fullgraph=True)(torch.ones(2, 3))
     assert out is module.hook_state
     assert module.double().hook_state.dtype == torch.float32
+
+
+class PersistentRead(AutoRead, persistent=True):
+    pass
+
+
+def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> None:
+    """Built inside a compiled function, the module is what it is built eagerly, and compiles as
+    often as its twin: autoreg writes nothing into a module's __dict__ before nn.Module.__init__
+    fills it (dynamo reads an empty one as a module not yet initialized; autoreg's construction
+    mark there made it trace one without _parameters: InternalTorchDynamoError)."""
+    built: list[nn.Module] = []
+
+    def frames(cls: type[nn.Module]) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+
+        def build_and_run(x: torch.Tensor) -> torch.Tensor:
+            module = cls()
+            built.append(module)
+            module.offset = torch.ones(4)
+            return module(x)
+
+        compiled = torch.compile(build_and_run, backend=counter)
+        for _ in range(3):
+            compiled(torch.ones(2, 4))
+        return int(counter.frame_count)
+
+    assert frames(PersistentRead) == frames(TwinRead)
+    auto = built[0]
+    assert set(auto.state_dict()) == {"lin.weight", "lin.bias", "scale", "order"}
+    assert dict(auto.named_buffers()).keys() == {"scale", "order"}
+    assert auto.double().offset.dtype == torch.float64  # carried
