@@ -154,7 +154,7 @@ def situation(
     constructing = (
         registry is UNBUILT
         or CONSTRUCTING in d
-        or (id(d) in EARLY if EARLY and not compiling else False)  # _construction says why
+        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
     return (name, kind, role, registry, constructing, slot, derived)
 

@@ -8,6 +8,7 @@ must never compile more often than its twin.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -457,3 +458,35 @@ def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> Non
     assert set(auto.state_dict()) == {"lin.weight", "lin.bias", "scale", "order"}
     assert dict(auto.named_buffers()).keys() == {"scale", "order"}
     assert auto.double().offset.dtype == torch.float64  # carried
+
+
+def test_a_module_being_built_inside_a_compiled_function_elsewhere_recompiles_nothing() -> None:
+    """Property 8 with construction elsewhere: while another thread builds a module inside a
+    compiled function (autoreg marks it outside its __dict__ then), a compiled forward here is not
+    recompiled (it guarded on that mark, and every build flipped the guard)."""
+    inside, release = threading.Event(), threading.Event()
+
+    class Slow(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            inside.set()
+            release.wait(30)
+            self.mask = torch.ones(2)
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("eager")
+    model = AutoUpdate()  # its forward assigns
+    compiled = torch.compile(model, backend=counter)
+    x = torch.ones(2, 4)
+    compiled(x)
+    builder = threading.Thread(target=torch.compile(lambda: Slow().mask, backend="eager"))
+    builder.start()
+    try:
+        assert inside.wait(60)
+        for _ in range(3):
+            compiled(x)  # while Slow is being built
+    finally:
+        release.set()
+        builder.join(60)
+    compiled(x)
+    assert counter.frame_count == 1
