@@ -11,13 +11,14 @@ created: while the outermost call for an instance runs, the instance's ``__dict_
 (``PENDING``) are registered. Copies and pickles never carry either key (``__getstate__``), so a
 copy made during construction is not constructing.
 
-Inside a function torch.compile compiles, a call that begins before ``nn.Module.__init__`` has run
-(``super().__init__()`` comes first in nearly every ``__init__``) writes nothing into the still
-empty ``__dict__``: torch reads a module whose ``__dict__`` is empty as not yet initialized, and
-dynamo, meeting one being built, traces it as such; one holding autoreg's mark alone it traced as a
-built module without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY``
-instead (by the id of its ``__dict__``), which ``_facts.situation`` reads too, for as long as the
-call runs. Elsewhere the mark goes in the ``__dict__`` at once: it is read on every assignment.
+A call that begins before ``nn.Module.__init__`` has run (``super().__init__()`` comes first in
+nearly every ``__init__``) writes nothing into the still empty ``__dict__``: torch reads a module
+whose ``__dict__`` is empty as not yet initialized, and dynamo, meeting one being built inside a
+compiled function, traces it as such; one holding autoreg's mark alone it traced as a built module
+without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` instead (by the
+id of its ``__dict__``), which ``_facts.situation`` reads too, for as long as the call runs.
+(Asking dynamo whether a compiled function runs, to keep the mark in the ``__dict__`` elsewhere,
+crashed torch 2.6 and 2.7: their getter of the frame callback returns a reference it does not own.)
 """
 
 from __future__ import annotations
@@ -45,22 +46,6 @@ CONSTRUCTION_METHODS: Final = (
     "reset_buffers",
 )
 _MARK: Final = "__autoreg_constructs__"  # set on the wrappers
-
-
-def _assumed_set() -> object:
-    return True
-
-
-# Dynamo's frame callback: set (neither None nor False) while a compiled function runs; on a torch
-# without its getter, assumed set.
-try:
-    from torch._C._dynamo.eval_frame import get_eval_frame_callback
-
-    _frame_callback: Callable[[], object] = get_eval_frame_callback
-except ImportError:  # pragma: no cover - a torch without it
-    _frame_callback = _assumed_set
-
-_NO_CALLBACK: Final = (None, False)
 
 
 def prepare(cls: type) -> None:
@@ -99,9 +84,9 @@ def _constructing(method: Any) -> Callable[..., Any]:
         if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call: the outermost marks
             return call(self, *args, **kwargs)
         early = None
-        if d or _frame_callback() in _NO_CALLBACK:
+        if d:
             d[CONSTRUCTING] = True
-        else:  # built inside a function torch.compile compiles: the __dict__ stays empty
+        else:  # before nn.Module.__init__: the __dict__ stays empty
             early = id(d)
             EARLY.add(early)
         try:

@@ -65,9 +65,9 @@ PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignm
 
 MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
 
-# The instances being built inside a function torch.compile compiles whose outermost construction
-# method began before nn.Module.__init__ ran, by the id of their (then empty) __dict__: nothing may
-# be put in that dict first (``_construction`` says why). An entry lives while that call runs.
+# The instances being built whose outermost construction method began before nn.Module.__init__
+# ran, by the id of their (then empty) __dict__: nothing may be put in that dict first
+# (``_construction`` says why). An entry lives while that call runs.
 EARLY: Final[set[int]] = set()
 
 
