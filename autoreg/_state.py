@@ -17,10 +17,12 @@ to its role key (changed in place; a copy or a pickle gets its own, see
 carried or deleted, so an assignment that updates a carried value (in a compiled ``forward`` too)
 never reads it.
 
-``CONSTRUCTING`` is present while one of the instance's construction methods runs, ``PENDING``
-while tensors assigned before ``nn.Module.__init__`` wait to be registered; copies and pickles
-never hold either, and hold ``PICKLED`` instead: an instance unpickled without it was pickled
-before its class used autoreg.
+``CONSTRUCTING`` is present while one of the instance's construction methods runs, when that
+method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
+began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
+``__dict__``. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
+be registered; copies and pickles never hold either, and hold ``PICKLED`` instead: an instance
+unpickled without it was pickled before its class used autoreg.
 """
 
 from __future__ import annotations
