@@ -47,7 +47,13 @@ _BUFFER_HOOKS: Final[dict[Any, Any]] = getattr(
 _MODULE_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_module_registration_hooks", {}
 )
+_PARAMETER_HOOKS: Final[dict[Any, Any]] = getattr(
+    _torch_module, "_global_parameter_registration_hooks", {}
+)
 _REGISTER_BUFFER: Final = nn.Module.register_buffer
+_REGISTER_PARAMETER: Final = nn.Module.register_parameter
+_GETATTR: Final = nn.Module.__getattr__
+_GETATTRIBUTE: Final = object.__getattribute__
 _STORED_AS_BUFFERS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, NONE)  # a tuple: see _facts.TENSORS
 _MISSING: Final = object()
 
@@ -57,7 +63,7 @@ def execute(
 ) -> None:
     """Do what ``decision`` says with ``module.name = value``, ``s`` its situation; then record
     whether autoreg carries ``name`` (``_state.CARRIED``)."""
-    name, kind, role, registry, constructing, _, _ = s
+    name, kind, role, registry, constructing, slot, _ = s
     action = decision.action
     if action is STORE:
         moves = decision.moves
@@ -84,7 +90,7 @@ def execute(
         if registry is None and role != BUFFER and record.direct and name not in module.__dict__:
             # A new name: where nn.Module.__setattr__ ends for it, minus its type checks.
             if type(value) is nn.Parameter:
-                module.register_parameter(name, value)  # its checks, its hooks
+                _add_parameter(module, name, value, slot)
                 return
             if isinstance(value, nn.Module) and not _MODULE_HOOKS:
                 module.__dict__["_modules"][name] = value
@@ -195,6 +201,26 @@ def register(module: nn.Module, name: str, value: torch.Tensor, decision: Decisi
         raise
     if decision.row == 10:
         object.__setattr__(module, role_key(name), BUFFER)
+
+
+def _add_parameter(module: nn.Module, name: str, value: nn.Parameter, slot: str | None) -> None:
+    """``register_parameter(name, value)`` for a name nothing holds. Where none of its checks can
+    fail and nothing could observe it (no class attribute under the name, no ``__getattr__`` or
+    ``__getattribute__`` but nn.Module's, no override, no hook; a leaf), only its last line: its
+    ``hasattr(self, name)`` raises and catches an AttributeError, most of its cost."""
+    cls = type(module)
+    if (
+        slot is None
+        and value.grad_fn is None
+        and not _PARAMETER_HOOKS
+        and cls.register_parameter is _REGISTER_PARAMETER
+        and nn.Module.register_parameter is _REGISTER_PARAMETER
+        and cls.__getattr__ is _GETATTR
+        and cls.__getattribute__ is _GETATTRIBUTE
+    ):
+        module.__dict__["_parameters"][name] = value
+    else:
+        module.register_parameter(name, value)  # its checks, its hooks
 
 
 def _plain_register(module: nn.Module) -> bool:

@@ -87,8 +87,9 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER)  # what .to() may conv
 #   constructing  whether the module is being built (``_construction``)
 #   slot          why the name cannot hold a buffer (``slot_kind``), or None
 #   derived       whether it is the weight prune / weight_norm / spectral_norm derive
-# slot and derived are facts about a tensor or container under a name nn.Module does not
-# register; for any other assignment they are None and False.
+# slot is a fact about a tensor, container, parameter, buffer or module under a name nn.Module does
+# not register (``_execute`` registers a new parameter itself when the class has nothing under the
+# name), derived one about a tensor there; for any other assignment they are None and False.
 Situation: TypeAlias = tuple[str, Kind, "str | None", "Registry | None", bool, "str | None", bool]
 
 
@@ -138,7 +139,7 @@ def situation(
         role = attribute(record, sys._getframe(2))  # 0: this one, 1: __setattr__
     slot = None
     derived = False
-    if registry is None and kind in HELD:  # only these consult the class and the parameters
+    if registry is None and (kind in HELD or kind is EXPLICIT):  # these consult the class
         if compiling:
             slot = slot_kind((record.snapshot,), name)
         else:  # a fact about the class: read once per class and name
@@ -147,7 +148,7 @@ def situation(
                 slot = slot_kind(record.namespaces, name)
                 if len(record.slots) < CACHE_LIMIT:
                     record.slots[name] = slot
-        if parameters and kind is not CONTAINER:
+        if parameters and kind in TENSORS:
             derived = name + "_orig" in parameters or (
                 name + "_v" in parameters and name + "_g" in parameters
             )

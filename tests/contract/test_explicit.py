@@ -117,3 +117,91 @@ def test_an_explicit_buffer_is_no_longer_autoregs_to_forget() -> None:
     assert module.state_dict().keys() == {"table"}
     with pytest.raises(TypeError, match=r"cannot assign 'int' as buffer 'table'"):
         module.table = 5
+
+
+def _getattr_p(self: nn.Module, name: str) -> object:
+    return 0 if name == "p" else nn.Module.__getattr__(self, name)
+
+
+def _getattribute_p(self: nn.Module, name: str) -> object:
+    return 0 if name == "p" else object.__getattribute__(self, name)
+
+
+def _non_leaf() -> nn.Parameter:
+    return (nn.Parameter(torch.ones(1)) * 1).as_subclass(nn.Parameter)  # type: ignore[return-value]
+
+
+# A new parameter is registered by autoreg itself only where register_parameter's checks cannot
+# fail (_execute._add_parameter): each of these makes one of them fail, as on the twin.
+REGISTER_PARAMETER_CHECKS: dict[str, tuple[dict[str, object], Callable[[nn.Module], None]]] = {
+    "method-under-the-name": (
+        {"p": lambda self: 1},
+        lambda m: setattr(m, "p", nn.Parameter(torch.ones(1))),
+    ),
+    "getattr-override": (
+        {"__getattr__": _getattr_p},
+        lambda m: setattr(m, "p", nn.Parameter(torch.ones(1))),
+    ),
+    "getattribute-override": (
+        {"__getattribute__": _getattribute_p},
+        lambda m: setattr(m, "p", nn.Parameter(torch.ones(1))),
+    ),
+    "non-leaf": ({}, lambda m: setattr(m, "p", _non_leaf())),
+    "dotted": ({}, lambda m: setattr(m, "a.b", nn.Parameter(torch.ones(1)))),
+    "empty": ({}, lambda m: setattr(m, "", nn.Parameter(torch.ones(1)))),
+}
+
+
+@pytest.mark.parametrize(
+    ("namespace", "action"),
+    REGISTER_PARAMETER_CHECKS.values(),
+    ids=REGISTER_PARAMETER_CHECKS.keys(),
+)
+def test_a_new_parameter_fails_register_parameter_s_checks_as_on_the_twin(
+    namespace: dict[str, object], action: Callable[[nn.Module], None]
+) -> None:
+    twin = type("Twin", (nn.Module,), dict(namespace))
+    auto = type("Auto", (autoreg.Module,), dict(namespace))
+    expected = outcome(twin, action)
+    assert isinstance(expected[0], type)  # the twin raised: the check is not vacuous
+    assert issubclass(expected[0], Exception)
+    assert outcome(auto, action) == expected
+
+
+def test_global_parameter_registration_hooks_see_and_may_replace_the_parameter() -> None:
+    from torch.nn.modules.module import register_module_parameter_registration_hook
+
+    replacement = nn.Parameter(torch.full((1,), 7.0))
+    seen: list[tuple[str, str]] = []
+
+    def hook(module: nn.Module, name: str, param: nn.Parameter) -> nn.Parameter:
+        seen.append((type(module).__name__, name))
+        return replacement
+
+    module = autoreg.Module()
+    handle = register_module_parameter_registration_hook(hook)
+    try:
+        module.p = nn.Parameter(torch.ones(1))
+    finally:
+        handle.remove()
+    assert seen == [("Module", "p")]
+    assert module.p is replacement
+
+
+def test_a_register_parameter_override_added_after_the_first_instance_is_called() -> None:
+    calls: list[str] = []
+
+    class M(autoreg.Module):
+        pass
+
+    M().p = nn.Parameter(torch.ones(1))  # the first instance
+
+    def register_parameter(self: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        calls.append(name)
+        nn.Module.register_parameter(self, name, param)
+
+    M.register_parameter = register_parameter  # type: ignore[method-assign]
+    module = M()
+    module.q = nn.Parameter(torch.ones(1))
+    assert calls == ["q"]
+    assert "q" in module._parameters
