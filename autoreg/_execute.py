@@ -200,7 +200,9 @@ def register(module: nn.Module, name: str, value: torch.Tensor, decision: Decisi
             d[name] = previous
         raise
     if decision.row == 10:
-        object.__setattr__(module, role_key(name), BUFFER)
+        # Into the __dict__ itself: object.__setattr__ would search the MRO for a descriptor
+        # under a key that is never one, uncached for a string that is not interned.
+        d[role_key(name)] = BUFFER
 
 
 def _add_parameter(module: nn.Module, name: str, value: nn.Parameter, slot: str | None) -> None:

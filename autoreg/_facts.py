@@ -87,9 +87,9 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER)  # what .to() may conv
 #   constructing  whether the module is being built (``_construction``)
 #   slot          why the name cannot hold a buffer (``slot_kind``), or None
 #   derived       whether it is the weight prune / weight_norm / spectral_norm derive
-# slot is a fact about a tensor, container, parameter, buffer or module under a name nn.Module does
-# not register (``_execute`` registers a new parameter itself when the class has nothing under the
-# name), derived one about a tensor there; for any other assignment they are None and False.
+# slot is a fact about a tensor, container or nn.Parameter under a name nn.Module does not register
+# (``_execute`` registers a new parameter itself when the class has nothing under the name),
+# derived one about a tensor there; for any other assignment they are None and False.
 Situation: TypeAlias = tuple[str, Kind, "str | None", "Registry | None", bool, "str | None", bool]
 
 
@@ -139,7 +139,7 @@ def situation(
         role = attribute(record, sys._getframe(2))  # 0: this one, 1: __setattr__
     slot = None
     derived = False
-    if registry is None and (kind in HELD or kind is EXPLICIT):  # these consult the class
+    if registry is None and (kind in HELD or cls is nn.Parameter):  # these consult the class
         if compiling:
             slot = slot_kind((record.snapshot,), name)
         else:  # a fact about the class: read once per class and name
@@ -176,12 +176,12 @@ def kind_of(value: object) -> Kind:
     kind = _KINDS_BY_TYPE.get(cls)
     if kind is not None:
         return kind
+    if isinstance(value, nn.Module):  # before the tensor check, whose negative answer costs
+        return EXPLICIT
     if isinstance(value, torch.Tensor):
         if isinstance(value, (nn.Parameter, nn.Buffer)):
             return EXPLICIT
         return _tensor_kind(value)
-    if isinstance(value, nn.Module):
-        return EXPLICIT
     if isinstance(value, CONTAINERS):
         return CONTAINER
     if hasattr(value, "__torch_function__"):
