@@ -167,11 +167,13 @@ def test_property_7_a_value_that_cannot_be_rebuilt_is_left_and_the_rest_converte
         assert said == []
 
 
-def test_property_7_a_tensor_that_escaped_vmap_does_not_stop_to() -> None:
+@pytest.mark.parametrize("warn", [False, True], ids=["register", "warn"])
+def test_property_7_a_tensor_that_escaped_vmap_does_not_stop_to(warn: bool) -> None:
     """A forward run under torch.func.vmap stores a BatchedTensor, dead once vmap returns: .to()
-    leaves it as nn.Module does (it raised "escaped from vmap", parameters already converted)."""
+    leaves it as nn.Module does (it raised "escaped from vmap", parameters already converted),
+    and warn mode says so."""
 
-    class Stateful(autoreg.Module):
+    class Stateful(autoreg.Module, warn=warn):
         def __init__(self) -> None:
             super().__init__()
             self.lin = nn.Linear(2, 2)
@@ -181,9 +183,20 @@ def test_property_7_a_tensor_that_escaped_vmap_does_not_stop_to() -> None:
             return self.last
 
     model = Stateful()
-    torch.func.vmap(model)(torch.ones(3, 2))
-    model.to(torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)  # what warn mode carries
+        torch.func.vmap(model)(torch.ones(3, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.to(torch.float64)
     assert model.lin.weight.dtype == torch.float64
+    said = [str(w.message) for w in caught if w.category is autoreg.AutoRegisterWarning]
+    if warn:
+        assert len(said) == 1
+        assert said[0].startswith("Stateful.last = ")
+        assert "could not be converted by .to()" in said[0]
+    else:
+        assert said == []
 
 
 @pytest.mark.parametrize("detach", [True, False], ids=["detached", "with-history"])

@@ -7,6 +7,7 @@ import functools
 import inspect
 from collections.abc import Callable
 
+import attrs
 import pytest
 import torch
 from torch import nn
@@ -252,6 +253,44 @@ def test_property_5_a_tensor_dataclass_field_is_a_buffer() -> None:
 
     module = Holder(torch.ones(2))
     assert persistence(module) == {"mask": False}
+
+
+def test_property_5_an_attrs_post_init_is_construction() -> None:
+    """attrs adds __init__ after the class statement, as dataclass does; it calls
+    __attrs_post_init__. (slots=False: a slotted attrs class keeps each field in a slot, which
+    nn.Module's __setattr__ writes through as well, and zero-argument super() fails there.)"""
+
+    @attrs.define(eq=False, slots=False)
+    class Config(autoreg.Module, persistent=True):
+        width: int
+
+        def __attrs_post_init__(self) -> None:
+            super().__init__()
+            self.table = torch.arange(float(self.width))
+
+    module = Config(3)
+    assert persistence(module) == {"table": True}
+    assert module.state_dict().keys() == {"table"}
+    module.later = torch.zeros(1)  # construction is over: carried, never a buffer
+    assert "later" not in module._buffers
+
+
+def test_property_5_an_init_a_metaclass_puts_in_the_class_constructs() -> None:
+    """A metaclass that writes __init__ into the namespace it builds the class from."""
+
+    def build(self: nn.Module, width: int = 2) -> None:
+        nn.Module.__init__(self)
+        self.table = torch.zeros(width)
+
+    class Builder(type(autoreg.Module)):  # type: ignore[misc]
+        def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, object], **kw: object):  # type: ignore[no-untyped-def]
+            ns.setdefault("__init__", build)
+            return super().__new__(mcs, name, bases, ns, **kw)
+
+    cls = Builder("Built", (autoreg.Module,), {"__module__": __name__}, persistent=True)
+    module = cls()
+    assert persistence(module) == {"table": True}
+    assert module.state_dict().keys() == {"table"}
 
 
 def test_property_5_a_partialmethod_init_constructs() -> None:

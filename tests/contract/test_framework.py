@@ -112,16 +112,29 @@ def test_the_first_assignment_decides() -> None:
     assert role(model, "extra") == "carried"
 
 
-def test_a_functools_wraps_decorator_does_not_confuse_whose_code_it_is() -> None:
-    def logged(method: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(method)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return method(*args, **kwargs)
+def _logged(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``functools.wraps`` decorator: one wrapper code object for every function it wraps."""
 
-        return wrapper
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    "decorate",
+    [_logged, torch.no_grad(), torch.inference_mode(), torch.enable_grad()],
+    ids=["functools.wraps", "torch.no_grad()", "torch.inference_mode()", "torch.enable_grad()"],
+)
+def test_a_decorator_with_a_shared_wrapper_does_not_confuse_whose_code_it_is(
+    decorate: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> None:
+    """The framework's method and the model's, decorated alike: the wrapper's code runs for both,
+    and tells nothing; the method it wraps does."""
 
     class Base(nn.Module):
-        @logged
+        @decorate
         def setup_base(self) -> None:
             self.base_table = torch.zeros(2)
 
@@ -131,13 +144,16 @@ def test_a_functools_wraps_decorator_does_not_confuse_whose_code_it_is() -> None
             self.setup_base()
             self.setup_own()
 
-        @logged
+        @decorate
         def setup_own(self) -> None:
             self.own_table = torch.zeros(2)
 
     module = Own()
     assert role(module, "base_table") == "plain"
     assert role(module, "own_table") == "non-persistent buffer"
+    module.double()
+    assert module.own_table.dtype == torch.float64
+    assert module.base_table.dtype == torch.float32  # nn.Module's rules: a plain attribute
 
 
 def test_a_nested_function_and_a_lambda_in_a_method_are_that_methods() -> None:

@@ -14,6 +14,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,14 @@ class AutoSum(autoreg.AutoRegisterMixin, Metric):
         return self.total * self.scale
 
 
+class LoggedSum(AutoSum):
+    """A model class that overrides __setattr__ (logging, validation): Metric's states, added
+    through it, stay Metric's (row 4 is judged by the code that makes the assignment)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
 class TwinSum(Metric):
     update = AutoSum.update
     compute = AutoSum.compute
@@ -112,8 +121,9 @@ class TwinSum(Metric):
         self.register_buffer("scale", torch.tensor(2.0), persistent=False)
 
 
-def test_metric_states_are_not_buffers() -> None:
-    auto, twin = AutoSum(), TwinSum()
+@pytest.mark.parametrize("auto_cls", [AutoSum, LoggedSum], ids=["mixin", "mixin, __setattr__"])
+def test_metric_states_are_not_buffers(auto_cls: type[AutoSum]) -> None:
+    auto, twin = auto_cls(), TwinSum()
 
     assert [n for n, _ in auto.named_buffers()] == [n for n, _ in twin.named_buffers()] == ["scale"]
     assert auto.state_dict().keys() == twin.state_dict().keys()  # main: buffers, but not persistent
@@ -124,16 +134,17 @@ def test_metric_states_are_not_buffers() -> None:
     [(nn.Module.half, True), (nn.Module.double, True), (lambda m: m.to(torch.float64), False)],
     ids=["half", "double", "to_float64"],
 )
+@pytest.mark.parametrize("auto_cls", [AutoSum, LoggedSum], ids=["mixin", "mixin, __setattr__"])
 def test_a_parents_dtype_move_leaves_the_states_as_the_twin(
-    move: Callable[[nn.Module], nn.Module], guarded: bool
+    move: Callable[[nn.Module], nn.Module], guarded: bool, auto_cls: type[AutoSum]
 ) -> None:
     metrics = {}
-    for cls in (AutoSum, TwinSum):
+    for cls in (auto_cls, TwinSum):
         parent = nn.Sequential(cls())
         parent[0].update(torch.ones(3))
         move(parent)
         metrics[cls] = parent[0]
-    auto, twin = metrics[AutoSum], metrics[TwinSum]
+    auto, twin = metrics[auto_cls], metrics[TwinSum]
 
     # Metric's own guard keeps the states' dtype on .half() / .double(), not on .to(dtype).
     assert (twin.total.dtype == torch.float32) is guarded
