@@ -69,10 +69,13 @@ def execute(
         moves = decision.moves
         if moves and role != CARRIED and not constructing and name not in module.__dict__:
             refuse_while_exporting(module, name, value, "carry")
-        if record.direct and (registry is None or registry is UNBUILT):
+        if not record.direct:  # a base's __setattr__ override, then nn.Module's
+            setattr_next: Any = record.setattr_next.__setattr__
+            setattr_next(module, name, value)
+        elif registry is None or registry is UNBUILT:
             object.__setattr__(module, name, value)  # where nn.Module.__setattr__ ends for it
         else:
-            _store(module, record, name, value, kind, registry)
+            _store(module, name, value, kind, registry)
         if moves:
             if role != CARRIED:
                 carry(module, name)
@@ -107,20 +110,12 @@ def execute(
         _give_up(module, record, name)  # the value that was carried is gone
 
 
-def _store(
-    module: nn.Module,
-    record: ClassRecord,
-    name: str,
-    value: Any,
-    kind: Kind,
-    registry: Registry | None,
-) -> None:
+def _store(module: nn.Module, name: str, value: Any, kind: Kind, registry: Registry | None) -> None:
     """Store ``value`` exactly as nn.Module's ``__setattr__`` would, under a name a registry
-    holds or past a ``__setattr__`` override (``execute`` stores the rest itself)."""
+    holds, on a class whose ``__setattr__`` after the mixin is nn.Module's."""
     if (
-        record.direct  # nn.Module.__setattr__'s own path, for a value that is no Parameter,
-        and registry is BUFFERS  # nn.Buffer or module
-        and kind in _STORED_AS_BUFFERS
+        registry is BUFFERS  # nn.Module.__setattr__'s own path, for a value that is no
+        and kind in _STORED_AS_BUFFERS  # Parameter, nn.Buffer or module
         and _plain_register(module)
     ):
         module.__dict__["_buffers"][name] = value  # where register_buffer ends, the
