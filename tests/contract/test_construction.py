@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import pytest
@@ -14,6 +15,7 @@ from torch import nn
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 import autoreg
+from tests.support import role
 
 
 def buffers(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -222,19 +224,30 @@ def test_the_next_instance_registers_as_the_first_did() -> None:
 # --- property 5: construction is construction, whatever defines __init__ -----------------------
 
 
-def test_property_5_a_dataclass_post_init_is_construction() -> None:
-    """``@dataclass`` adds __init__ after the class statement; it calls __post_init__, where a
-    module dataclass builds its state. Tensors assigned there are buffers, as in __init__."""
+@pytest.mark.parametrize(
+    ("decorate", "hook"),
+    [
+        (dataclasses.dataclass(eq=False), "__post_init__"),
+        # slots=False: a slotted attrs class keeps each field in a slot, which nn.Module's
+        # __setattr__ writes through as well.
+        (attrs.define(eq=False, slots=False), "__attrs_post_init__"),
+    ],
+    ids=["dataclass", "attrs"],
+)
+def test_property_5_a_post_init_is_construction(
+    decorate: Callable[[type], type], hook: str
+) -> None:
+    """``@dataclass`` and attrs add __init__ after the class statement; it calls the post-init
+    hook, where a module dataclass builds its state. Tensors assigned there are buffers, as in
+    __init__."""
 
-    @dataclasses.dataclass(eq=False)
-    class Config(autoreg.Module, persistent=True):
-        width: int
+    def post_init(self: nn.Module) -> None:
+        nn.Module.__init__(self)
+        self.table = torch.arange(float(self.width))
 
-        def __post_init__(self) -> None:
-            super().__init__()
-            self.table = torch.arange(float(self.width))
-
-    module = Config(3)
+    namespace = {"__module__": __name__, "__annotations__": {"width": int}, hook: post_init}
+    cls = decorate(type("Config", (autoreg.Module,), namespace, persistent=True))
+    module = cls(3)
     assert persistence(module) == {"table": True}
     assert module.state_dict().keys() == {"table"}
     module.later = torch.zeros(1)  # construction is over: carried, never a buffer
@@ -255,40 +268,45 @@ def test_property_5_a_tensor_dataclass_field_is_a_buffer() -> None:
     assert persistence(module) == {"mask": False}
 
 
-def test_property_5_an_attrs_post_init_is_construction() -> None:
-    """attrs adds __init__ after the class statement, as dataclass does; it calls
-    __attrs_post_init__. (slots=False: a slotted attrs class keeps each field in a slot, which
-    nn.Module's __setattr__ writes through as well, and zero-argument super() fails there.)"""
+def _build(self: nn.Module, width: int = 2) -> None:
+    """An ``__init__`` that a metaclass gives the classes it makes."""
+    nn.Module.__init__(self)
+    self.table = torch.zeros(width)
 
-    @attrs.define(eq=False, slots=False)
-    class Config(autoreg.Module, persistent=True):
-        width: int
 
-        def __attrs_post_init__(self) -> None:
-            super().__init__()
-            self.table = torch.arange(float(self.width))
+class _InNamespace(type(autoreg.Module)):  # type: ignore[misc]
+    """Puts ``__init__`` in the namespace the class is created from."""
 
-    module = Config(3)
-    assert persistence(module) == {"table": True}
-    assert module.state_dict().keys() == {"table"}
-    module.later = torch.zeros(1)  # construction is over: carried, never a buffer
-    assert "later" not in module._buffers
+    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kw: Any) -> Any:
+        ns.setdefault("__init__", _build)
+        return super().__new__(mcs, name, bases, ns, **kw)
+
+
+class _SetAfter(type(autoreg.Module)):  # type: ignore[misc]
+    """Sets ``__init__`` on the class once it exists, as a class decorator would."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kw: Any) -> Any:
+        cls = super().__new__(mcs, name, bases, ns, **kw)
+        cls.__init__ = _build
+        return cls
 
 
 def test_property_5_an_init_a_metaclass_puts_in_the_class_constructs() -> None:
-    """A metaclass that writes __init__ into the namespace it builds the class from."""
-
-    def build(self: nn.Module, width: int = 2) -> None:
-        nn.Module.__init__(self)
-        self.table = torch.zeros(width)
-
-    class Builder(type(autoreg.Module)):  # type: ignore[misc]
-        def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, object], **kw: object):  # type: ignore[no-untyped-def]
-            ns.setdefault("__init__", build)
-            return super().__new__(mcs, name, bases, ns, **kw)
-
-    cls = Builder("Built", (autoreg.Module,), {"__module__": __name__}, persistent=True)
+    cls = _InNamespace("Built", (autoreg.Module,), {"__module__": __name__}, persistent=True)
     module = cls()
+    assert persistence(module) == {"table": True}
+    assert module.state_dict().keys() == {"table"}
+
+
+def test_an_init_set_after_the_class_statement_is_run_time_unless_declared() -> None:
+    """The limit the contract states (row 10): autoreg wraps the construction methods a class has
+    when it is created. What an __init__ set later assigns is run-time state (carried); an
+    annotation makes the name a buffer wherever it is assigned, the fix the contract names."""
+    late = _SetAfter("Late", (autoreg.Module,), {"__module__": __name__}, persistent=True)
+    assert role(late(), "table") == "carried"
+    namespace = {"__module__": __name__, "__annotations__": {"table": torch.Tensor}}
+    declared = _SetAfter("Declared", (autoreg.Module,), namespace, persistent=True)
+    module = declared()
     assert persistence(module) == {"table": True}
     assert module.state_dict().keys() == {"table"}
 
