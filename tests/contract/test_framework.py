@@ -170,3 +170,37 @@ def test_a_nested_function_and_a_lambda_in_a_method_are_that_methods() -> None:
     module = Own()
     assert role(module, "nested") == "non-persistent buffer"
     assert role(module, "via_lambda") == "non-persistent buffer"
+
+
+class Recording(nn.Module):
+    """A base whose ``__setattr__`` sees every assignment (validation, logging), then stores."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__.setdefault("seen", []).append(name)
+        super().__setattr__(name, value)
+
+
+def test_a_bases_setattr_sees_every_assignment_it_sees_on_the_twin() -> None:
+    """autoreg decides, then hands every store to the base's ``__setattr__``: a buffer update, a
+    runtime tensor (new and updated), plain values, a module, a parameter."""
+
+    class Auto(autoreg.AutoRegisterMixin, Recording):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.ones(2)
+
+    class Twin(Recording):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.ones(2), persistent=False)
+
+    names = ["scale", "state", "state", "x", "x", "lin", "w"]
+    seen = {}
+    for cls in (Auto, Twin):
+        module = cls()
+        module.__dict__["seen"] = []  # what construction assigned is not compared
+        values = [torch.zeros(2), torch.zeros(2), torch.ones(2), 1, None, nn.Linear(2, 2)]
+        for name, value in zip(names, [*values, nn.Parameter(torch.ones(1))], strict=True):
+            setattr(module, name, value)
+        seen[cls] = list(module.__dict__["seen"])
+    assert seen[Auto] == seen[Twin] == names
