@@ -139,7 +139,8 @@ def situation(
         role = attribute(record, sys._getframe(2))  # 0: this one, 1: __setattr__
     slot = None
     derived = False
-    if registry is None and (kind in HELD or cls is nn.Parameter):  # these consult the class
+    # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
+    if registry is None and (kind in HELD or (kind is EXPLICIT and cls is _PARAMETER)):
         if compiling:
             slot = slot_kind((record.snapshot,), name)
         else:  # a fact about the class: read once per class and name
@@ -190,6 +191,7 @@ def kind_of(value: object) -> Kind:
 
 
 _UNSEEN: Final[Any] = object()
+_PARAMETER: Final = nn.Parameter
 _KINDS_BY_TYPE: Final[dict[type, Kind]] = {
     **dict.fromkeys((int, float, bool, str, bytes, complex), OTHER),
     type(None): NONE,
