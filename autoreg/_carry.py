@@ -156,12 +156,14 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         if names:
             for name, key in names.items():
                 value = d.get(name)
-                if value is None or d.get(key) != CARRIED:
-                    continue
-                if type(value) is not _Tensor or _refcount(value) > 3:
+                if value is None or (type(value) is _Tensor and _refcount(value) <= 3):
+                    continue  # nothing else holds it (the common case), or nothing is there
+                if d.get(key) == CARRIED:
                     shared = _note_shared(value, shared)
         if recurse:
-            modules += d["_modules"].values()
+            children = d["_modules"]
+            if children:
+                modules += children.values()
     aliases = None if shared is None else _Aliases(shared, modules)
     joined = [fn]  # fn, then each autoreg module below that joins (_Running)
     running.append(joined)
@@ -169,13 +171,11 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     finally:
         running.pop()  # this call's: conversions start and end nested
-    if CARRYING in module.__dict__:
-        _convert(module, fn, aliases)
-    if len(joined) > 1:
-        # Each time a module joined, as nn.Module converts its buffers each time its recursion
-        # reaches it (a submodule shared by two parents: twice).
-        for below in joined[1:]:
-            _convert(below, fn, aliases)
+    # The root, then each module each time it joined, as nn.Module converts a submodule's buffers
+    # each time its recursion reaches it (a submodule shared by two parents: twice).
+    joined[0] = module
+    for below in joined:
+        _convert(below, fn, aliases)
     return result
 
 
@@ -183,7 +183,10 @@ def _convert(module: nn.Module, fn: _ApplyFn, aliases: _Aliases | None) -> None:
     """Convert what ``module`` carries, each value fully or not at all; a value that cannot be
     converted stays as it is (warn mode says so)."""
     d = module.__dict__
-    for name, key in d[CARRYING].items():
+    names = d.get(CARRYING)
+    if names is None:
+        return
+    for name, key in names.items():
         value = d.get(name)
         if value is None or d.get(key) != CARRIED:
             continue
