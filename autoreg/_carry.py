@@ -154,11 +154,11 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         d = reached.__dict__
         names = d.get(CARRYING)
         if names:
-            for name, key in names.items():
+            for name in names:
                 value = d.get(name)
                 if value is None or (type(value) is _Tensor and _refcount(value) <= 3):
                     continue  # nothing else holds it (the common case), or nothing is there
-                if d.get(key) == CARRIED:
+                if d.get(names[name]) == CARRIED:
                     shared = _note_shared(value, shared)
         if recurse:
             children = d["_modules"]
