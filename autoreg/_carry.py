@@ -165,7 +165,7 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
             if children:
                 modules += children.values()
     aliases = None if shared is None else _Aliases(shared, modules)
-    joined = [fn]  # fn, then each autoreg module below that joins (_Running)
+    joined = [fn]  # fn, then each autoreg module below that joins (_Running); [0]: the root after
     running.append(joined)
     try:
         result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)

@@ -152,6 +152,44 @@ def test_a_carried_alias_of_an_ancestors_buffer_follows_that_buffer() -> None:
     assert model.sibling.rows[1] is model.table
 
 
+class Encoder(nn.Module):
+    """A plain torch module with a buffer, registered before the autoreg module that aliases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.zeros(3))
+
+
+class AutoEncoder(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.zeros(3)  # a buffer
+
+
+@pytest.mark.parametrize("encoder", [Encoder, AutoEncoder], ids=["plain module", "autoreg module"])
+def test_a_carried_alias_of_a_buffer_converted_earlier_in_the_same_to_follows_that_buffer(
+    encoder: Callable[[], nn.Module],
+) -> None:
+    """Why the walk comes before nn.Module's work (design notes): the sibling registered first is
+    converted before the decoder's own _apply runs, and by then nothing but the decoder holds the
+    old table. One converted tensor per original, still."""
+
+    class Decoder(autoreg.Module):
+        pass
+
+    class Model(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder()
+            self.decoder = Decoder()
+
+    model = Model()
+    model.decoder.cache = model.encoder.table  # run time: carried by the decoder
+    model.double()
+    assert model.encoder.table.dtype == torch.float64
+    assert model.decoder.cache is model.encoder.table
+
+
 def test_the_conversion_passed_down_reads_as_the_callers_own() -> None:
     """While carried tensors are converted with the tree, an _apply override further down sees a
     function that reads as the one .half() made (torchmetrics' Metric._apply tests str(fn))."""
