@@ -1,63 +1,298 @@
-"""Row 4: whose is an assignment, the framework base's or the model's?
+"""Row 4: whose is an assignment, the framework's or the model's? Judged by code identity.
 
-Judged by the code that makes it: walking out from the assignment, the nearest frame that runs a
-method of one of the instance's own classes decides. A method of a base class that does not use
-autoreg (``LightningModule``, ``Metric``, the ``torch.nn`` class the mixin is put before, and the
-classes of their MROs) makes the assignment the framework's; a method of any other class of the
-instance (the model's own) makes it the model's. Frames that tell nothing are passed over:
-autoreg's own, any ``__setattr__`` (a class that overrides it to log or validate, then calls
-``super().__setattr__``), nn.Module's methods, and functions that are no method of the instance's
-classes (a framework's helper module, a decorator's shared wrapper, a lambda). No such frame at all
-(code outside the module assigns): the model's.
+The model's code is the functions of the instance's own classes: the class, its autoreg bases and
+the plain mixins listed before ``AutoRegisterMixin`` (``_record``). A framework's code is the
+functions of every other base (``LightningModule``, a ``Metric``, the ``torch.nn`` class the mixin
+is put before, diffusers' ``ConfigMixin``, which is no nn.Module) and every function of the
+packages those bases' code lives in (pyro's ``to_pyro_module_``): a package is the directory tree
+under the top-level package of a code object's file, torch's and autoreg's excepted, and never one
+that holds code of the model's own classes.
 
-A frame's code is matched by where it lives - its module and qualified name - never by code object
-identity, so decorators whose wrapper code object is shared by every function they wrap
-(``torch.no_grad()``, any ``functools.wraps`` decorator) cannot mix a model's method up with a
-framework's. Each code object's verdict is kept in the class record: a walk costs a dictionary
-lookup per frame, and the first assignment of each name decides once per instance.
+A function is found through what wraps it (``__wrapped__``, ``functools.partial``,
+``partialmethod``, static and class methods, property accessors, a decorator's closure), and its
+nested functions, lambdas and comprehensions are its own (their code objects sit in its
+``co_consts``). A wrapper that says what it wraps (``functools.wraps``, ``torch.no_grad()``) is no
+class's: its code is shared by every function it wraps. Functions are told apart by their code
+objects, never by ``__module__`` or ``__qualname__``, which two classes can share.
+
+Walking out from the assignment, the nearest frame whose code is the model's or a framework's
+decides; other frames tell nothing (autoreg's own, ``__setattr__`` overrides of the model's
+classes, helpers outside the classes, the decorators' shared wrappers, torch). No such frame at all
+(code outside the module assigns): the model's. The same code can be the model's and a
+framework's (one factory made both classes, or one function is set on both): a frame's
+``__class__`` cell, or what it closes over, tells which function it runs; when nothing does,
+autoreg cannot tell, and does what nn.Module does (the framework's, a plain attribute), which warn
+mode says.
+
+What the classes hold is read when the question is first asked for the class (the first instance
+to assign a name), and kept in the class record: the code objects of its classes' functions, by
+id, with each code object, which the class keeps alive anyway. Code outside the classes (a notebook
+cell, ``exec``) is never kept. Inside code dynamo compiles, frames cannot be walked:
+``compiled_attribution`` runs when dynamo traces the assignment, and reads the same answer from
+the functions dynamo is inlining there and the frames that called the compiled one.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 import types
-from typing import Final
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
 
+import torch
+
+from ._errors import AutoRegisterWarning
+from ._frames import AUTOREG_DIR, TORCH_DIR
+from ._messages.contract import UNDETERMINED_OWNER
+from ._messages.describe import describe
 from ._record import ClassRecord
-from ._state import MODEL, PASS
+from ._state import FRAMEWORK, MODEL, PASS
 
-__all__ = ["attribute"]
+__all__ = ["attribute", "compiled_attribution", "judge_codes"]
 
-_OWN_PACKAGE: Final = __name__.partition(".")[0]
+_AMBIGUOUS: Final = "ambiguous"  # the code of a function of the model's and of a framework's
+_LIBRARIES: Final = (TORCH_DIR, AUTOREG_DIR)
+_WRAPPERS: Final = (staticmethod, classmethod, functools.partialmethod, functools.cached_property)
 
 
-def attribute(record: ClassRecord, frame: types.FrameType | None) -> str:
-    """``FRAMEWORK`` or ``MODEL``: whose is the assignment made in ``frame`` (and its callers)."""
-    verdicts = record.verdicts
+def attribute(record: ClassRecord, frame: types.FrameType | None, name: str, value: object) -> str:
+    """``FRAMEWORK`` or ``MODEL``: whose is ``module.name = value``, made in ``frame`` (and its
+    callers), on an instance of ``record``'s class."""
+    codes = record.codes if record.codes is not None else judge_codes(record)
+    roots = record.roots
     while frame is not None:
         code = frame.f_code
-        known = verdicts.get(id(code))
-        if known is None:
-            verdict = _judge(record, code, frame.f_globals.get("__name__", ""))
-            verdicts[id(code)] = (code, verdict)
-        else:
-            verdict = known[1]
-        if verdict != PASS:
-            return verdict
+        entry = codes.get(id(code))
+        if entry is not None:
+            verdict = entry[1]
+            if verdict == _AMBIGUOUS:
+                verdict = _resolve(record, code, frame)
+                if verdict == _AMBIGUOUS:
+                    _undetermined(record, name, value, code)
+                    return FRAMEWORK
+            if verdict != PASS:
+                return verdict
+        elif roots and code.co_filename.startswith(roots):
+            return FRAMEWORK
         frame = frame.f_back
     return MODEL
 
 
-def _judge(record: ClassRecord, code: types.CodeType, module: object) -> str:
-    """What a frame running ``code``, defined in ``module``, tells about an assignment."""
-    if not isinstance(module, str) or module.partition(".")[0] == _OWN_PACKAGE:
-        return PASS
-    if code.co_name == "__setattr__":
-        return PASS
-    # The longest prefix of the qualified name that names a class of the MRO, defined in the
-    # module the code runs in: 'Model.__init__.<locals>.helper' is Model's.
-    parts = code.co_qualname.split(".")
-    for end in range(len(parts) - 1, 0, -1):
-        verdict = record.judges.get((module, ".".join(parts[:end])))
-        if verdict is not None:
-            return verdict
-    return PASS
+def compiled_attribution(cls: type) -> str:
+    """What ``attribute`` answers for an assignment that dynamo is tracing, on an instance of
+    ``cls``: called by dynamo while it traces, never at run time (its answer is a constant of the
+    compiled code). The frames it walks are the functions dynamo inlines down to the assignment,
+    then the real frames that called the compiled function; autoreg's and torch's own (dynamo's)
+    tell nothing. When dynamo's tracing state cannot be read, it cannot tell: nn.Module's rules."""
+    record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
+    codes = record.codes if record.codes is not None else judge_codes(record)
+    inlined = _inlined_codes()
+    if inlined is None:
+        return FRAMEWORK
+    roots = record.roots
+    for code in inlined:
+        entry = codes.get(id(code))
+        if entry is not None:
+            if entry[1] == _AMBIGUOUS:
+                return FRAMEWORK  # no frame to read its cells from: cannot tell
+            if entry[1] != PASS:
+                return entry[1]
+        elif roots and code.co_filename.startswith(roots):
+            return FRAMEWORK
+    return attribute(record, sys._getframe(1), "", None)
+
+
+# Called by dynamo while it traces, its answer a constant of the graph (torch.compiler's own
+# decorator, which mypy reads as untyped).
+_constant_result: Any = torch.compiler.assume_constant_result
+compiled_attribution = _constant_result(compiled_attribution)
+
+
+def _inlined_codes() -> list[types.CodeType] | None:
+    """The code objects dynamo is tracing, innermost first (the function it inlines last, ...,
+    the function it compiles); None when its state cannot be read."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx: Any = InstructionTranslator.current_tx().output.current_tx
+        found = []
+        while tx is not None:
+            found.append(tx.f_code)
+            tx = getattr(tx, "parent", None)
+    except Exception:  # noqa: BLE001 - dynamo's internals changed: cannot tell
+        return None
+    return found
+
+
+def _resolve(record: ClassRecord, code: types.CodeType, frame: types.FrameType) -> str:
+    """Which function a frame runs whose code is both the model's and a framework's: its class
+    (the ``__class__`` cell of a method that calls ``super()``), else what it closes over."""
+    free = code.co_freevars
+    if not free:
+        return _AMBIGUOUS
+    local = frame.f_locals
+    if "__class__" in free:
+        owner = local.get("__class__")
+        if owner in record.model_classes:
+            return MODEL
+        if owner in record.framework_classes:
+            return FRAMEWORK
+        return _AMBIGUOUS
+    verdicts = set()
+    for function, verdict in record.shared.get(id(code), ()):
+        cells = dict(zip(function.__code__.co_freevars, function.__closure__ or (), strict=True))
+        compared = [var for var in free if var in cells and var in local]
+        if compared and all(_contents(cells[var]) is local[var] for var in compared):
+            verdicts.add(verdict)
+    return verdicts.pop() if len(verdicts) == 1 else _AMBIGUOUS
+
+
+def _contents(cell: Any) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:  # empty
+        return cell
+
+
+def _undetermined(record: ClassRecord, name: str, value: object, code: types.CodeType) -> None:
+    """Warn mode: autoreg cannot tell whose assignment it is, and keeps nn.Module's rules."""
+    if not record.loud or not name:
+        return
+    key = ("framework", name)
+    if key in record.warned:
+        return
+    record.warned.add(key)
+    owners = [k for k in record.cls.__mro__ if any(_has_code(k, code))]
+    model = next((k for k in owners if k in record.model_classes), record.cls)
+    framework = next((k for k in owners if k in record.framework_classes), record.cls)
+    message = UNDETERMINED_OWNER.format(
+        cls=record.cls.__name__,
+        name=name,
+        value=describe(value),
+        model=model.__name__,
+        framework=framework.__name__,
+        function=code.co_name,
+    )
+    warnings.warn(message, AutoRegisterWarning, stacklevel=_user_level())
+
+
+def _has_code(klass: type, code: types.CodeType) -> Iterator[bool]:
+    for attribute in vars(klass).values():
+        yield any(found is code for found, _ in _codes(attribute, set()))
+
+
+def _user_level() -> int:
+    frame: types.FrameType | None = sys._getframe(2)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(AUTOREG_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+# --- what the classes hold, read once per class ---------------------------------------------
+
+
+def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
+    """Read the code objects of the functions of ``record``'s classes and the framework
+    packages; keep them in the record; return the code objects' verdicts by id."""
+    mro = record.cls.__mro__
+    found: dict[int, tuple[types.CodeType, str]] = {}
+    shared: dict[int, list[tuple[types.FunctionType, str]]] = {}
+    files: dict[str, set[str]] = {MODEL: set(), FRAMEWORK: set()}
+    for index, klass in enumerate(mro):
+        if klass in record.model_classes:
+            side = MODEL
+        elif klass in record.framework_classes:
+            side = FRAMEWORK
+        else:
+            continue  # nn.Module, object, autoreg's own
+        for key, attribute in vars(klass).items():
+            if _inherited_construction(attribute, mro[index + 1 :], key):
+                continue  # autoreg's wrapper of an __init__ the class inherits: not its own
+            told = PASS if key == "__setattr__" else side  # an override tells nothing
+            for code, function in _codes(attribute, set()):
+                if side == MODEL and code.co_filename.startswith(_LIBRARIES):
+                    continue  # torch's or autoreg's code set on a model class tells nothing
+                files[side].add(code.co_filename)
+                verdict = told
+                known = found.get(id(code))
+                if known is not None and known[1] != verdict:
+                    verdict = PASS if PASS in (known[1], verdict) else _AMBIGUOUS
+                found[id(code)] = (code, verdict)
+                shared.setdefault(id(code), []).append((function, side))
+    record.shared = {key: value for key, value in shared.items() if found[key][1] == _AMBIGUOUS}
+    model_roots = {_package(path) for path in files[MODEL]}
+    record.roots = tuple(
+        sorted(
+            root
+            for root in {_package(path) for path in files[FRAMEWORK]} - model_roots
+            if root is not None and not root.startswith(_LIBRARIES)
+        )
+    )
+    record.codes = found
+    return found
+
+
+def _inherited_construction(attribute: object, later: Iterable[type], key: str) -> bool:
+    wrapped = getattr(attribute, "__wrapped__", None) if callable(attribute) else None
+    return (
+        wrapped is not None
+        and getattr(attribute, "__autoreg_constructs__", False)
+        and any(k.__dict__.get(key) is wrapped for k in later)
+    )
+
+
+def _codes(
+    attribute: object, seen: set[int]
+) -> Iterator[tuple[types.CodeType, types.FunctionType]]:
+    """The code objects of the functions ``attribute`` is or wraps, with their nested code; with
+    each, the function whose code (or nested code) it is."""
+    if id(attribute) in seen:
+        return
+    seen.add(id(attribute))
+    if isinstance(attribute, types.FunctionType):
+        wrapped = attribute.__dict__.get("__wrapped__")
+        if wrapped is not None:  # a wrapper that says what it wraps: its code is shared
+            yield from _codes(wrapped, seen)
+            return
+        yield from _nested(attribute.__code__, attribute)
+        for cell in attribute.__closure__ or ():  # a decorator without functools.wraps
+            contents = _contents(cell)
+            if contents is not cell and not isinstance(contents, type):
+                yield from _codes(contents, seen)
+    elif isinstance(attribute, types.MethodType):
+        yield from _codes(attribute.__func__, seen)
+    elif isinstance(attribute, functools.partial):
+        yield from _codes(attribute.func, seen)
+    elif isinstance(attribute, property):
+        for accessor in (attribute.fget, attribute.fset, attribute.fdel):
+            yield from _codes(accessor, seen)
+    elif isinstance(attribute, _WRAPPERS):
+        inner = getattr(attribute, "__func__", None) or getattr(attribute, "func", None)
+        yield from _codes(inner, seen)
+
+
+def _nested(
+    code: types.CodeType, function: types.FunctionType
+) -> Iterator[tuple[types.CodeType, types.FunctionType]]:
+    yield code, function
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _nested(constant, function)
+
+
+def _package(path: str) -> str | None:
+    """The top-level package directory a code object's file lives in (with a trailing
+    separator); None for a file that is in no package (a script, a notebook cell, ``exec``)."""
+    if not os.path.isabs(path):
+        return None
+    directory = os.path.dirname(path)
+    if not os.path.exists(os.path.join(directory, "__init__.py")):
+        return None
+    while os.path.exists(os.path.join(os.path.dirname(directory), "__init__.py")):
+        directory = os.path.dirname(directory)
+    return directory + os.sep

@@ -16,7 +16,7 @@ from typing import Any, Final, TypeAlias
 import torch
 from torch import nn
 
-from ._attribution import attribute
+from ._attribution import attribute, compiled_attribution
 from ._record import CACHE_LIMIT, ClassRecord
 from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
@@ -130,13 +130,15 @@ def situation(
         registry = None
     if (
         role is None
-        and from_setattr
         and record.attributes
         and kind is not EXPLICIT
         and (registry is None or registry is UNBUILT)
         and name not in MODULE_INTERNALS
     ):
-        role = attribute(record, sys._getframe(2))  # 0: this one, 1: __setattr__
+        if compiling:  # read while dynamo traces: a constant of the compiled code
+            role = compiled_attribution(record.cls)
+        elif from_setattr:
+            role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
     derived = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)

@@ -28,7 +28,6 @@ from ._messages.contract import (
     STRICT_AND_WARN,
     UNKNOWN_KEYWORD,
 )
-from ._state import FRAMEWORK, MODEL, PASS
 
 __all__ = [
     "CACHE_LIMIT",
@@ -53,22 +52,25 @@ class ClassRecord:
         "apply_next",
         "attributes",
         "cls",
+        "codes",
         "decisions",
         "declarations",
         "direct",
         "final",
-        "judges",
+        "framework_classes",
         "loud",
         "mode",
+        "model_classes",
         "namespaces",
         "own",
         "persistent",
         "role_keys",
+        "roots",
         "setattr_next",
+        "shared",
         "slots",
         "snapshot",
         "strict_by",
-        "verdicts",
         "warned",
     )
 
@@ -100,24 +102,25 @@ class ClassRecord:
         # Whether nn.Module.__setattr__ is the one after the mixin: then the mixin may take its
         # path for a value itself (register_buffer is checked live, see _execute.register).
         self.direct = self.setattr_next is nn.Module
-        # Row 4: whose code each class of the MRO is. A framework base is an nn.Module subclass
-        # that does not use autoreg (LightningModule, Metric, nn.Linear) with the classes of its
-        # own MRO; nn.Module and the mixin tell nothing (PASS); any other class is the model's.
+        # Row 4: whose code each class of the MRO is (_attribution). The framework's: every base
+        # that does not use autoreg, nn.Module or not, and the classes of its MRO; the model's:
+        # the classes that use autoreg and the plain mixins listed before the mixin. nn.Module,
+        # object and autoreg's own classes are neither.
         framework = _framework_classes(cls, mixin)
+        self.framework_classes = frozenset(framework)
+        self.model_classes = frozenset(
+            k for k in mro if k not in framework and k not in (nn.Module, object, mixin)
+        )
         self.attributes = bool(framework)  # only then is there anything to attribute
-        self.judges: dict[tuple[str, str], str] = {}
-        for klass in reversed(mro):
-            if klass is object:
-                continue
-            if klass is nn.Module or klass.__module__.partition(".")[0] == "autoreg":
-                verdict = PASS
-            else:
-                verdict = FRAMEWORK if klass in framework else MODEL
-            self.judges[(klass.__module__, klass.__qualname__)] = verdict
-        # id(code object) -> (the code object, FRAMEWORK / MODEL / PASS): keyed by id, as hashing
-        # a code object hashes its bytecode and constants (0.1 to 0.3 µs); the value holds the code,
-        # so that no other code object can take its id while the entry exists.
-        self.verdicts: dict[int, tuple[types.CodeType, str]] = {}
+        # Read by _attribution.judge_codes when row 4 is first asked for the class: id(code
+        # object) -> (the code object, FRAMEWORK / MODEL / PASS / ambiguous), the code objects of
+        # the functions of the classes above (keyed by id: hashing a code object hashes its
+        # bytecode and compares equal code from another class; each kept beside its id, so that no
+        # other code object can take it); the directories of the framework packages; for code
+        # both sides have, their functions.
+        self.codes: dict[int, tuple[types.CodeType, str]] | None = None
+        self.roots: tuple[str, ...] = ()
+        self.shared: dict[int, list[tuple[types.FunctionType, str]]] = {}
         # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
         # typed loosely, so that this module imports neither, which both read)
         self.decisions: dict[tuple[Any, ...], Any] = {}
@@ -227,9 +230,13 @@ def _check_bases(cls: type, mixin: type) -> None:
 
 
 def _framework_classes(cls: type, mixin: type) -> set[type]:
-    """The nn.Module bases without autoreg, and the classes of their MROs (nn.Module excepted)."""
-    found: set[type] = set()
-    for klass in cls.__mro__:
+    """The framework classes of ``cls``: those after the mixin in its MRO, and nn.Module
+    subclasses without autoreg before it, with the classes of their MROs (nn.Module and object
+    excepted)."""
+    mro = cls.__mro__
+    found = set(mro[mro.index(mixin) + 1 :])
+    for klass in mro:
         if klass is not nn.Module and issubclass(klass, nn.Module) and not issubclass(klass, mixin):
-            found.update(k for k in klass.__mro__ if k not in (nn.Module, object))
+            found.update(klass.__mro__)
+    found.difference_update((nn.Module, object))
     return found

@@ -63,6 +63,14 @@ WARN_UNDECLARED: Final = (
     + _FIXES
 )
 
+UNDETERMINED_OWNER: Final = """\
+autoreg cannot tell whether {cls}.{name} = {value} is assigned by the code of {model} or by that \
+of its base {framework}: both have the function {function}(), and nothing in the call tells which \
+one runs. It keeps nn.Module's rules, as for the base's own state: a plain attribute that .to() \
+leaves where it is.
+To make it the model's, give {model} a function of its own instead of one it shares with \
+{framework}, or assign the name first from the model's own code."""
+
 GRAD_LEAF: Final = """\
 {cls}.{name} = {value} is a leaf tensor that requires grad: it stays a plain attribute, as in \
 nn.Module, so .to() and the optimizer never see it.

@@ -1,0 +1,499 @@
+"""Row 4 by identity: whose code an assignment is, never by a name two pieces of code can share.
+
+The model's code is the functions of the instance's own classes (the class, its autoreg bases and
+the plain mixins listed before ``AutoRegisterMixin``); a framework's is the functions of every
+other base (nn.Module or not) and any function of the packages those bases' code lives in. A
+function is found through what wraps it (``functools.wraps`` decorators, ``partial``, static and
+class methods, properties, ``partialmethod``), and its nested functions, lambdas and
+comprehensions are its own. Each test below gave the wrong answer when code was matched by
+``__module__`` + ``__qualname__`` (checked on the code before this file).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import sys
+import textwrap
+import uuid
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+from tests.support import role
+
+# --- item 1: same-named classes ---------------------------------------------------------------
+
+
+class Net(nn.Module):
+    """A plain model, migrated in place below by ``class Net(autoreg.AutoRegisterMixin, Net)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.base_table = torch.ones(2)  # the plain base's own: nn.Module's rules (row 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.base_state = x.detach()  # the plain base's runtime state: a plain attribute
+        return x
+
+
+PlainNet = Net
+
+
+class Net(autoreg.AutoRegisterMixin, Net):  # type: ignore[no-redef]
+    def __init__(self) -> None:
+        super().__init__()
+        self.own_table = torch.ones(2)
+
+    def remember(self, x: torch.Tensor) -> None:
+        self.own_state = x
+
+
+def test_a_class_migrated_in_place_keeps_its_plain_bases_assignments() -> None:
+    """``class Net(Mixin, Net)`` in one file: both classes have the same module and qualified
+    name; the base's own tensors stay nn.Module's, the subclass's follow the table."""
+    model = Net()
+    model(torch.ones(2))
+    model.remember(torch.ones(2))
+    assert (Net.__module__, Net.__qualname__) == (PlainNet.__module__, PlainNet.__qualname__)
+    assert role(model, "base_table") == "plain"
+    assert role(model, "base_state") == "plain"
+    assert role(model, "own_table") == "non-persistent buffer"
+    assert role(model, "own_state") == "carried"
+
+
+def _block_class(base: type) -> type:
+    """A class factory: every class it makes shares the code of its methods."""
+
+    class Block(base):  # type: ignore[valid-type, misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(1)
+
+        def fill(self) -> None:
+            self.filled = torch.ones(1)
+
+    return Block
+
+
+def test_a_class_factory_called_twice_keeps_the_plain_products_assignments() -> None:
+    """The framework's class and the model's are made by one factory: the same code runs for
+    both. A method that calls ``super()`` knows its class (its ``__class__`` cell): the plain
+    product's ``__init__`` assigns ``table`` (nn.Module's), the autoreg product's ``__init__``
+    calls it."""
+    plain = _block_class(nn.Module)
+
+    class Bridge(autoreg.AutoRegisterMixin, plain):  # type: ignore[misc, valid-type]
+        pass
+
+    model = _block_class(Bridge)()
+    assert role(model, "table") == "plain"
+
+
+def test_code_both_sides_share_without_a_class_cell_keeps_nn_modules_rules() -> None:
+    """``fill`` runs the same code for the plain product and the autoreg one, and has no
+    ``__class__`` cell to tell them apart: autoreg cannot tell whose assignment it is, so it does
+    what nn.Module does, and warn mode says so."""
+    plain = _block_class(nn.Module)
+
+    class Bridge(autoreg.AutoRegisterMixin, plain, warn=True):  # type: ignore[misc, valid-type]
+        pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)  # construction's own
+        model = _block_class(Bridge)()
+    with pytest.warns(
+        autoreg.AutoRegisterWarning,
+        match=r"cannot tell whether Block\.filled = Tensor\(shape=\(1,\).* is assigned by the code "
+        r"of Block or by that of its base Block: both have the function fill\(\)",
+    ):
+        model.fill()
+    assert role(model, "filled") == "plain"
+
+
+# --- item 2: a framework that sets __module__ to a public path --------------------------------
+
+
+class Published(nn.Module):
+    """A framework class that says it lives at a public path (as numpy's types do)."""
+
+    __module__ = "framework"
+    __qualname__ = "Published"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.framework_table = torch.zeros(1)
+
+    def step(self) -> None:
+        self.framework_state = torch.zeros(1)
+
+
+class OnPublished(autoreg.AutoRegisterMixin, Published):
+    __module__ = "framework"  # the model may say so too
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.own_table = torch.zeros(1)
+
+
+def test_a_framework_that_rewrites_its_module_is_still_recognised() -> None:
+    model = OnPublished()
+    model.step()
+    assert role(model, "framework_table") == "plain"
+    assert role(model, "framework_state") == "plain"
+    assert role(model, "own_table") == "non-persistent buffer"
+
+
+# --- item 3: forward = fn ------------------------------------------------------------------------
+
+
+class CallingBase(nn.Module):
+    """A framework base with its own ``__call__`` (gpytorch's and pyro's modules have one)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*args, **kwargs)
+
+
+def _recurrent(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A forward written outside the class body."""
+    self.h = x * 2
+    return x
+
+
+def _later(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.h = x * 3
+    return x
+
+
+class AssignedInTheStatement(autoreg.AutoRegisterMixin, CallingBase):
+    forward = _recurrent
+
+
+class AssignedLater(autoreg.AutoRegisterMixin, CallingBase):
+    pass
+
+
+AssignedLater.forward = _later  # type: ignore[method-assign, assignment]
+
+
+@pytest.mark.parametrize(
+    "cls", [AssignedInTheStatement, AssignedLater], ids=["in the statement", "after it"]
+)
+def test_a_function_assigned_as_a_method_is_the_classs(cls: Callable[[], nn.Module]) -> None:
+    """``forward = fn``: a method of the model's class wherever ``fn`` was written, so the
+    runtime state it stores is the model's, carried (the framework's ``__call__`` is further out
+    on the stack, and decided before)."""
+    model = cls()
+    model(torch.ones(2))
+    assert role(model, "h") == "carried"
+    assert model.double().h.dtype == torch.float64
+
+
+# --- methods found through what wraps them ----------------------------------------------------
+
+
+def _logged(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    return wrapper
+
+
+def _unwrapped(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A decorator without ``functools.wraps``: the method is only in the wrapper's closure."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    return wrapper
+
+
+def _store(module: nn.Module, name: str) -> None:
+    setattr(module, name, torch.zeros(1))
+
+
+def _kinds(prefix: str) -> dict[str, Any]:
+    """Methods of every kind, each storing ``{prefix}_{kind}`` on the instance."""
+
+    def plain(self: nn.Module) -> None:
+        _store(self, f"{prefix}_plain")
+
+    def static(module: nn.Module) -> None:
+        _store(module, f"{prefix}_static")
+
+    def of_class(cls: type, module: nn.Module) -> None:
+        _store(module, f"{prefix}_classmethod")
+
+    def setter(self: nn.Module, value: object) -> None:
+        _store(self, f"{prefix}_property")
+
+    def partial_target(self: nn.Module, _: object) -> None:
+        _store(self, f"{prefix}_partialmethod")
+
+    def nested(self: nn.Module) -> None:
+        [_store(self, f"{prefix}_comprehension") for _ in range(1)]
+        (lambda: _store(self, f"{prefix}_lambda"))()
+
+    return {
+        f"do_{prefix}_plain": plain,
+        f"do_{prefix}_wrapped": _logged(lambda self: _store(self, f"{prefix}_wrapped")),
+        f"do_{prefix}_no_grad": torch.no_grad()(lambda self: _store(self, f"{prefix}_no_grad")),
+        f"do_{prefix}_inference": torch.inference_mode()(
+            lambda self: _store(self, f"{prefix}_inference")
+        ),
+        f"do_{prefix}_unwrapped": _unwrapped(lambda self: _store(self, f"{prefix}_unwrapped")),
+        f"do_{prefix}_static": staticmethod(static),
+        f"do_{prefix}_classmethod": classmethod(of_class),
+        f"do_{prefix}_prop": property(lambda self: None, setter),
+        f"do_{prefix}_partialmethod": functools.partialmethod(partial_target, None),
+        f"do_{prefix}_nested": nested,
+    }
+
+
+KINDS = [
+    "plain",
+    "wrapped",
+    "no_grad",
+    "inference",
+    "unwrapped",
+    "static",
+    "classmethod",
+    "property",
+    "partialmethod",
+    "comprehension",
+    "lambda",
+]
+
+
+def _call_all(module: Any, prefix: str) -> None:
+    getattr(module, f"do_{prefix}_plain")()
+    getattr(module, f"do_{prefix}_wrapped")()
+    getattr(module, f"do_{prefix}_no_grad")()
+    getattr(module, f"do_{prefix}_inference")()
+    getattr(module, f"do_{prefix}_unwrapped")()
+    getattr(module, f"do_{prefix}_static")(module)
+    getattr(module, f"do_{prefix}_classmethod")(module)
+    setattr(module, f"do_{prefix}_prop", 1)
+    getattr(module, f"do_{prefix}_partialmethod")()
+    getattr(module, f"do_{prefix}_nested")()
+
+
+class _Recording(nn.Module):
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("base", [nn.Module, _Recording], ids=["base", "base with __setattr__"])
+@pytest.mark.parametrize("later", [False, True], ids=["in the statement", "set after it"])
+def test_every_kind_of_method_is_its_classs(base: type, later: bool) -> None:
+    """The same kinds of method on the framework's class and the model's, made by one factory
+    (``_kinds``): each assignment is its class's. Both classes' functions run the same code; what
+    each closes over tells them apart. The shared helper ``_store`` (outside both classes) and the
+    decorators' shared wrappers tell nothing; the method they serve does."""
+    framework_methods, model_methods = _kinds("fw"), _kinds("own")
+
+    def make(name: str, bases: tuple[type, ...], methods: dict[str, Any]) -> type:
+        cls = type(name, bases, {} if later else dict(methods))
+        if later:
+            for key, value in methods.items():
+                setattr(cls, key, value)
+        return cls
+
+    framework = make("Framework", (base,), framework_methods)
+    model_cls = make("Model", (autoreg.AutoRegisterMixin, framework), model_methods)
+    model = model_cls()
+    _call_all(model, "fw")
+    _call_all(model, "own")
+    assert {kind: role(model, f"fw_{kind}") for kind in KINDS} == dict.fromkeys(KINDS, "plain")
+    assert {kind: role(model, f"own_{kind}") for kind in KINDS} == dict.fromkeys(KINDS, "carried")
+
+
+class _Meta(type):
+    """A metaclass that adds a method to every class it makes."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> Any:
+        def build(self: nn.Module) -> None:
+            self.built = torch.zeros(1)
+
+        namespace.setdefault("build", build)
+        return super().__new__(mcs, name, bases, namespace)
+
+
+def test_a_method_a_metaclass_adds_is_its_classs() -> None:
+    class MetaFramework(nn.Module, metaclass=_Meta):
+        pass
+
+    class Model(autoreg.AutoRegisterMixin, MetaFramework):
+        def build(self) -> None:
+            self.mine = torch.zeros(1)
+            super().build()
+
+    model = Model()
+    model.build()
+    assert (role(model, "mine"), role(model, "built")) == ("carried", "plain")
+
+
+# --- item 5: framework code that is no nn.Module, and framework functions ---------------------
+
+
+class ConfigMixin:
+    """A framework base that is no nn.Module (as diffusers' ``ConfigMixin``)."""
+
+    def register_to_config(self, **config: Any) -> None:
+        self._internal_dict = dict(config, scale=torch.ones(1))
+
+
+class Configured(autoreg.AutoRegisterMixin, nn.Module, ConfigMixin):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_to_config(size=2)
+        self.table = torch.ones(2)
+
+
+def test_state_a_framework_base_that_is_no_module_sets_is_the_frameworks() -> None:
+    model = Configured()
+    assert role(model, "_internal_dict") == "plain"  # a dict holding a tensor: not carried
+    assert role(model, "table") == "non-persistent buffer"
+    assert model.double()._internal_dict["scale"].dtype == torch.float32
+
+
+_FRAMEWORK_PACKAGE = """
+import torch
+from torch import nn
+
+
+class PyroLike(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+def to_framework_module_(module, value):
+    module.framework_value = value
+    _helper(module, value)
+
+
+def _helper(module, value):
+    module.helper_value = value
+
+
+def call_back(module, callback):
+    callback(module)
+"""
+
+
+@pytest.fixture
+def framework_package(tmp_path: Path) -> Iterator[ModuleType]:
+    """A framework package of its own, on sys.path for the test: ``pkg/__init__.py`` and
+    ``pkg/module.py`` (the base class and framework functions)."""
+    name = f"framework_{uuid.uuid4().hex}"
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "module.py").write_text(textwrap.dedent(_FRAMEWORK_PACKAGE))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = __import__(f"{name}.module", fromlist=["module"])
+        yield module
+    finally:
+        sys.path.remove(str(tmp_path))
+        for key in [k for k in sys.modules if k == name or k.startswith(f"{name}.")]:
+            del sys.modules[key]
+
+
+def test_state_a_framework_function_sets_is_the_frameworks(framework_package: ModuleType) -> None:
+    """pyro's ``to_pyro_module_``: a function of the package the framework base's code lives in,
+    called by the user's code on the model (and the helpers it calls)."""
+
+    class Model(autoreg.AutoRegisterMixin, framework_package.PyroLike):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(2)
+
+    model = Model()
+    framework_package.to_framework_module_(model, torch.ones(1))
+    model.mine = torch.ones(1)  # the user's code: the model's
+    assert role(model, "framework_value") == "plain"
+    assert role(model, "helper_value") == "plain"
+    assert role(model, "table") == "non-persistent buffer"
+    assert role(model, "mine") == "carried"
+
+
+def test_a_models_method_called_by_framework_code_is_the_models(
+    framework_package: ModuleType,
+) -> None:
+    """The nearest code that tells decides: a method of the model's class, even when framework
+    code (a trainer) calls it."""
+
+    class Model(autoreg.AutoRegisterMixin, framework_package.PyroLike):
+        def on_step(self) -> None:
+            self.state = torch.ones(1)
+
+    model = Model()
+    framework_package.call_back(model, Model.on_step)
+    assert role(model, "state") == "carried"
+
+
+# --- item 6: what autoreg keeps about code ----------------------------------------------------
+
+
+def test_code_that_assigns_from_outside_is_not_kept_alive() -> None:
+    """A notebook cell or ``exec`` makes new code objects for every run: autoreg keeps none of
+    them (each once stayed in the class's verdict cache for the life of the class)."""
+
+    class Model(autoreg.AutoRegisterMixin, nn.Linear):
+        pass
+
+    model = Model(2, 2)
+    refs = []
+    for i in range(20):
+        namespace: dict[str, Any] = {"torch": torch}
+        exec(f"def cell(model):\n    model.state_{i} = torch.ones(1)", namespace)
+        refs.append(weakref.ref(namespace["cell"].__code__))
+        namespace["cell"](model)
+        del namespace
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * 20
+    assert role(model, "state_3") == "carried"
+
+
+def test_classes_made_by_exec_are_told_apart_and_freed() -> None:
+    """Two classes made from the same source by ``exec`` (a notebook cell run twice): the same
+    names, the same file name, equal code objects - and two different classes."""
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+        class Base(nn.Module):
+            def fill(self, name):
+                setattr(self, name, torch.ones(1))
+        """
+    )
+    first: dict[str, Any] = {}
+    exec(compile(source, "<cell>", "exec"), first)
+    second: dict[str, Any] = {}
+    exec(compile(source, "<cell>", "exec"), second)
+    assert first["Base"].fill.__code__ == second["Base"].fill.__code__  # equal, not one
+
+    class Model(autoreg.AutoRegisterMixin, first["Base"]):  # type: ignore[misc, name-defined]
+        own_fill = second["Base"].fill  # the second cell's function: a method of the model
+
+    model = Model()
+    model.fill("framework_state")
+    model.own_fill("own_state")
+    assert role(model, "framework_state") == "plain"
+    assert role(model, "own_state") == "carried"
+    dead = weakref.ref(Model)
+    del Model, model
+    gc.collect()
+    assert dead() is None
