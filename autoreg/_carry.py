@@ -47,7 +47,15 @@ from ._facts import HELD, kind_of, situation
 from ._messages.contract import NOT_CONVERTED
 from ._messages.describe import describe
 from ._record import ClassRecord
-from ._state import CARRIED, CARRYING, MODULE_INTERNALS, OWN_KEYS, role_key
+from ._state import (
+    CARRIED,
+    CARRYING,
+    MODULE_INTERNALS,
+    OWN_KEYS,
+    UNLISTED,
+    role_key,
+    role_name,
+)
 from ._walk import iter_tensors, map_tensors
 
 __all__ = [
@@ -56,6 +64,7 @@ __all__ = [
     "carried",
     "carried_values",
     "carry",
+    "listed",
 ]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
@@ -68,6 +77,7 @@ _refcount: Final[Callable[[object], int]] = (
     sys.getrefcount if getattr(sys, "_is_gil_enabled", lambda: True)() else lambda _: sys.maxsize
 )
 _NONE: Final[dict[str, str]] = {}
+_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 def carried(module: nn.Module, name: str) -> bool:
@@ -78,6 +88,8 @@ def carried(module: nn.Module, name: str) -> bool:
 def carried_values(module: nn.Module) -> dict[str, Any]:
     """The values ``module`` (an autoreg instance) carries, by name."""
     d = module.__dict__
+    if UNLISTED in d:
+        listed(module)
     return {
         name: d[name]
         for name, key in d.get(CARRYING, _NONE).items()
@@ -91,11 +103,29 @@ def carry(module: nn.Module, name: str) -> None:
     d = module.__dict__
     key = role_key(name)
     object.__setattr__(module, key, CARRIED)
+    if _is_compiling():  # the instance is marked, the list left to eager code (_state.UNLISTED)
+        object.__setattr__(module, UNLISTED, True)
+        return
     names = d.get(CARRYING)
     if names is None:
         object.__setattr__(module, CARRYING, {name: key})
     elif name not in names:
         names[name] = key
+
+
+def listed(module: nn.Module) -> None:
+    """Add to the instance's list of carried names those that compiled code carried first."""
+    d = module.__dict__
+    d.pop(UNLISTED, None)
+    for key, role in list(d.items()):
+        if type(role) is str and role == CARRIED:
+            name = role_name(key)
+            if name is not None:
+                names = d.get(CARRYING)
+                if names is None:
+                    d[CARRYING] = {name: key}
+                elif name not in names:
+                    names[name] = key
 
 
 def adopt(module: nn.Module) -> None:
@@ -140,7 +170,7 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
     if running:
         joined = running[-1]
         if joined[0] is fn:  # inside a conversion of the same fn: join it
-            if CARRYING in module.__dict__:
+            if CARRYING in module.__dict__ or UNLISTED in module.__dict__:
                 joined.append(module)
             return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     # The walk, before nn.Module's work: the carried values of the modules its recursion reaches
@@ -152,6 +182,8 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         if reached is None:  # a None child, which nn.Module skips too
             continue
         d = reached.__dict__
+        if UNLISTED in d:
+            listed(reached)
         names = d.get(CARRYING)
         if names:
             for name in names:
@@ -183,6 +215,8 @@ def _convert(module: nn.Module, fn: _ApplyFn, aliases: _Aliases | None) -> None:
     """Convert what ``module`` carries, each value fully or not at all; a value that cannot be
     converted stays as it is (warn mode says so)."""
     d = module.__dict__
+    if UNLISTED in d:
+        listed(module)
     names = d.get(CARRYING)
     if names is None:
         return

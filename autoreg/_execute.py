@@ -56,6 +56,7 @@ _GETATTR: Final = nn.Module.__getattr__
 _GETATTRIBUTE: Final = object.__getattribute__
 _STORED_AS_BUFFERS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, NONE)  # a tuple: see _facts.TENSORS
 _MISSING: Final = object()
+_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 def execute(
@@ -67,7 +68,15 @@ def execute(
     action = decision.action
     if action is STORE:
         moves = decision.moves
-        if moves and role != CARRIED and not constructing and name not in module.__dict__:
+        # The __dict__ is never read in compiled code: dynamo would guard on what it found there
+        # (a None assigned in __init__), and recompile once the name holds the tensor.
+        if (
+            moves
+            and role != CARRIED
+            and not constructing
+            and not _is_compiling()
+            and name not in module.__dict__
+        ):
             refuse_while_exporting(module, name, value, "carry")
         if not record.direct:  # a base's __setattr__ override, then nn.Module's
             setattr_next: Any = record.setattr_next.__setattr__

@@ -17,6 +17,12 @@ to its role key (changed in place; a copy or a pickle gets its own, see
 carried or deleted, so an assignment that updates a carried value (in a compiled ``forward`` too)
 never reads it.
 
+``UNLISTED`` is present when code dynamo compiled carried a name for the first time: compiled code
+never reads ``CARRYING`` (dynamo would guard on its contents, and every name carried eagerly
+afterwards would recompile) nor writes it (a first carry is replayed on every call, and would
+replace the list): it marks the name's role and the instance, and eager code adds the names whose
+role is ``CARRIED`` to ``CARRYING`` before it reads it (``_carry.listed``).
+
 ``CONSTRUCTING`` is present while one of the instance's construction methods runs, when that
 method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
 began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
@@ -46,12 +52,15 @@ __all__ = [
     "PENDING",
     "PICKLED",
     "ROLE",
+    "UNLISTED",
     "role_key",
+    "role_name",
 ]
 
 ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
 CARRYING: Final = "_autoreg_carrying"  # {name: role_key(name)}: every name ever carried
+UNLISTED: Final = "_autoreg_unlisted"  # compiled code carried names CARRYING does not list
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
@@ -76,3 +85,12 @@ EARLY: Final[set[int]] = set()
 def role_key(name: str) -> str:
     """The key of ``name``'s role in the instance's ``__dict__``."""
     return ROLE + name if name.isidentifier() else _ROLE_HEX + name.encode().hex()
+
+
+def role_name(key: str) -> str | None:
+    """The name whose role ``key`` holds; None when ``key`` holds no role."""
+    if key.startswith(_ROLE_HEX):
+        return bytes.fromhex(key[len(_ROLE_HEX) :]).decode()
+    if key.startswith(ROLE):
+        return key[len(ROLE) :]
+    return None

@@ -18,6 +18,7 @@ from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import autoreg
+from tests.support import role
 
 # --- forwards shared by each autoreg module and its twin -------------------------------------
 
@@ -139,33 +140,41 @@ def _seeded(cls: Callable[[], nn.Module]) -> nn.Module:
 
 
 def _run_compiled(
-    module: nn.Module, inputs: list[torch.Tensor], backend: str
+    module: nn.Module, inputs: list[torch.Tensor], backend: str, eager_first: bool = False
 ) -> tuple[list[torch.Tensor], int]:
-    """Outputs of the compiled module on each input, and how many frames dynamo compiled."""
+    """Outputs of the compiled module on each input, and how many frames dynamo compiled; with
+    ``eager_first``, the module runs eagerly on the first input before it is compiled."""
     counter = CompileCounterWithBackend(backend)
     compiled = torch.compile(module, backend=counter, fullgraph=True)
-    outputs = [compiled(x) for x in inputs]
+    outputs = [module(inputs[0])] if eager_first else []
+    outputs += [compiled(x) for x in inputs]
     return outputs, int(counter.frame_count)
 
 
 BACKENDS = pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+# Property 8: compile counts equal the twin's whether or not the module ran eagerly before (a
+# first eager call sets what compiled code would otherwise set on its first call).
+EAGER_FIRST = pytest.mark.parametrize("eager_first", [False, True], ids=["compiled", "eager first"])
 
 
 # --- reads -----------------------------------------------------------------------------------
 
 
 @BACKENDS
-def test_reads_of_buffers_and_carried_tensor_compile_in_one_graph(backend: str) -> None:
+@EAGER_FIRST
+def test_reads_of_buffers_and_carried_tensor_compile_in_one_graph(
+    backend: str, eager_first: bool
+) -> None:
     auto, twin = _seeded(AutoRead), _seeded(TwinRead)
     auto.offset = torch.tensor([0.0, 1.0, 2.0, 3.0])  # after construction: carried
     twin.offset = torch.tensor([0.0, 1.0, 2.0, 3.0])
     assert "offset" not in auto._buffers
     inputs = [torch.randn(3, 4) for _ in range(3)]
 
-    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
-    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend, eager_first)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend, eager_first)
 
-    for a, t, x in zip(auto_out, twin_out, inputs, strict=True):
+    for a, t, x in zip(auto_out, twin_out, inputs[:1] * eager_first + inputs, strict=True):
         torch.testing.assert_close(a, t, rtol=0, atol=0)
         torch.testing.assert_close(a, auto(x), rtol=0, atol=0)
     assert auto_frames == twin_frames == 1
@@ -216,19 +225,20 @@ def _quietly(cls: Callable[[], nn.Module]) -> nn.Module:
     [AutoUpdate, AutoUpdateWarn, AutoUpdateStrict],
     ids=["register", "warn", "strict-declared"],
 )
+@EAGER_FIRST
 def test_buffer_reassigned_in_forward_matches_the_twin(
-    auto_cls: Callable[[], nn.Module], backend: str
+    auto_cls: Callable[[], nn.Module], backend: str, eager_first: bool
 ) -> None:
     auto, twin = _quietly(auto_cls), TwinUpdate()
     inputs = [torch.full((2, 4), float(i)) for i in range(1, 5)]
 
-    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
-    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend, eager_first)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend, eager_first)
 
     for a, t in zip(auto_out, twin_out, strict=True):
         torch.testing.assert_close(a, t, rtol=0, atol=0)
     assert auto_frames == twin_frames == 1
-    assert auto.steps.item() == 4
+    assert auto.steps.item() == 4 + eager_first
     torch.testing.assert_close(auto.running, twin.running, rtol=0, atol=0)
     assert set(auto._buffers) == {"steps", "running"}
     assert auto._buffers["running"] is auto.running  # the buffer holds the new tensor
@@ -238,37 +248,41 @@ def test_buffer_reassigned_in_forward_matches_the_twin(
 
 
 @BACKENDS
-def test_runtime_tensor_created_in_compiled_forward_is_carried(backend: str) -> None:
+@EAGER_FIRST
+def test_runtime_tensor_created_in_compiled_forward_is_carried(
+    backend: str, eager_first: bool
+) -> None:
     auto, twin = AutoCache(), TwinCache()
     inputs = [torch.full((2, 3), float(i)) for i in range(1, 6)]
 
-    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
-    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend, eager_first)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend, eager_first)
 
     for a, t in zip(auto_out, twin_out, strict=True):
         torch.testing.assert_close(a, t, rtol=0, atol=0)
-    # The first call compiles the creating branch, the second the steady state; no more.
-    assert auto_frames <= twin_frames == 2
+    # Compiled first: the first call compiles the creating branch, the second the steady state.
+    assert auto_frames == twin_frames == (1 if eager_first else 2)
     assert type(auto.cache) is torch.Tensor  # a real tensor, not a tracing artefact
-    torch.testing.assert_close(auto.cache, torch.full((2, 3), 15.0))
+    torch.testing.assert_close(auto.cache, torch.full((2, 3), 15.0 + eager_first))
     assert auto.state_dict() == {}
     auto.double()
     assert auto.cache.dtype == torch.float64  # carried: moved by .to()
 
 
 @BACKENDS
+@EAGER_FIRST
 def test_declared_name_first_assigned_in_compiled_forward_becomes_a_buffer(
-    backend: str,
+    backend: str, eager_first: bool
 ) -> None:
     auto, twin = AutoDeclaredCache(), TwinDeclaredCache()
     inputs = [torch.full((2, 3), float(i)) for i in range(1, 6)]
 
-    auto_out, auto_frames = _run_compiled(auto, inputs, backend)
-    twin_out, twin_frames = _run_compiled(twin, inputs, backend)
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend, eager_first)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend, eager_first)
 
     for a, t in zip(auto_out, twin_out, strict=True):
         torch.testing.assert_close(a, t, rtol=0, atol=0)
-    assert auto_frames <= twin_frames
+    assert auto_frames == twin_frames
     assert list(auto._buffers) == list(twin._buffers) == ["cache"]
     torch.testing.assert_close(auto.cache, twin.cache, rtol=0, atol=0)
     assert auto.state_dict().keys() == twin.state_dict().keys()
@@ -344,6 +358,9 @@ class Framework(nn.Module):
     def remember(self, value: torch.Tensor) -> None:
         self.hook_state = value
 
+    def note(self, value: torch.Tensor) -> None:
+        self.noted = value  # a name the framework first creates at run time
+
 
 def _recurrent_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     self.h = self.lin(x).detach()  # runtime state, stored at every call
@@ -372,6 +389,12 @@ class AutoOnFramework(autoreg.AutoRegisterMixin, Framework):
         self.table = torch.ones(3)
 
 
+class AutoRecurrentNone(AutoRecurrent):
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = None  # the runtime state's name, created empty in __init__
+
+
 class TwinRecurrent(Framework):
     forward = _recurrent_forward
 
@@ -380,21 +403,39 @@ class TwinRecurrent(Framework):
         self.register_buffer("table", torch.ones(3), persistent=False)
 
 
-@pytest.mark.parametrize("auto_cls", [AutoRecurrent, AutoOnFramework], ids=["module", "mixin"])
+class TwinRecurrentNone(TwinRecurrent):
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = None
+
+
+@pytest.mark.parametrize(
+    ("auto_cls", "twin_cls"),
+    [
+        (AutoRecurrent, TwinRecurrent),
+        (AutoOnFramework, TwinRecurrent),
+        (AutoRecurrentNone, TwinRecurrentNone),
+    ],
+    ids=["module", "mixin", "h = None in __init__"],
+)
+@EAGER_FIRST
 def test_property_8_compile_counts_equal_the_twins_whatever_is_stored(
-    auto_cls: Callable[[], nn.Module],
+    auto_cls: Callable[[], nn.Module], twin_cls: Callable[[], nn.Module], eager_first: bool
 ) -> None:
     """A compiled forward that stores runtime state compiles once, as its twin does, also when
     tensors are stored under new names eagerly afterwards (each once made the module's record
-    change, and every change recompiled, until dynamo gave up after 8). In strict mode the
-    framework's own write inside the compiled forward is the framework's, never refused."""
+    change, and every change recompiled, until dynamo gave up after 8), and whether or not the
+    module ran eagerly first (``self.h = None`` in __init__, compiled first: 2 frames against
+    the twin's 1, a guard on the None the export check read). In strict mode the framework's own
+    write inside the compiled forward is the framework's, never refused."""
 
     def frames(module: nn.Module) -> int:
         torch._dynamo.reset()
         counter = CompileCounterWithBackend("eager")
         compiled = torch.compile(module, backend=counter, fullgraph=True)
         x = torch.ones(2, 3)
-        module(x)  # eager first: the state exists before compiling
+        if eager_first:
+            module(x)  # the state exists before compiling
         for i in range(12):
             compiled(x)
             setattr(module, f"extra{i}", torch.zeros(1))  # stored eagerly after compiling
@@ -403,9 +444,10 @@ def test_property_8_compile_counts_equal_the_twins_whatever_is_stored(
     torch.manual_seed(0)
     auto = auto_cls()
     torch.manual_seed(0)
-    twin = TwinRecurrent()
-    assert frames(auto) == frames(twin) == 1
+    twin = twin_cls()
+    assert frames(auto) == frames(twin)
     assert auto.double().h.dtype == torch.float64
+    assert all(getattr(auto, f"extra{i}").dtype == torch.float64 for i in range(12))
     # The framework's own state keeps nn.Module's rules (row 4); the model's own moves (row 11).
     expected = torch.float32 if auto_cls is AutoOnFramework else torch.float64
     assert auto.hook_state.dtype == expected
@@ -425,6 +467,117 @@ def test_a_frameworks_own_write_in_a_compiled_forward_is_the_frameworks() -> Non
     out = torch.compile(module, backend="eager", fullgraph=True)(torch.ones(2, 3))
     assert out is module.hook_state
     assert module.double().hook_state.dtype == torch.float32
+
+
+def _noting_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.note(self.lin(x))  # the framework's first write of a name it makes at run time
+    self.mine = x * 2  # the model's own first write
+    _store_helper(self, x)  # the model's, through a helper outside the class
+    return x
+
+
+def _store_helper(module: nn.Module, x: torch.Tensor) -> None:
+    module.helped = x + 1
+
+
+class NotingOnFramework(autoreg.AutoRegisterMixin, Framework):
+    forward = _noting_forward
+
+
+class TwinNoting(Framework):
+    forward = _noting_forward
+
+
+@EAGER_FIRST
+def test_row_4_in_a_compiled_forward_is_what_it_is_in_eager_code(eager_first: bool) -> None:
+    """Item 4 of issue 29: frames cannot be walked inside compiled code; the answer is read while
+    dynamo traces the assignment, from the functions it inlines there. A framework base's first
+    tensor write is the framework's (a plain attribute), the model's own is the model's, also
+    through a helper outside the class, and nothing breaks the graph or compiles more often than
+    the twin."""
+    torch.manual_seed(0)
+    auto = NotingOnFramework()
+    torch.manual_seed(0)
+    twin = TwinNoting()
+    inputs = [torch.ones(2, 3)] * 3
+    _, auto_frames = _run_compiled(auto, inputs, "eager", eager_first)
+    _, twin_frames = _run_compiled(twin, inputs, "eager", eager_first)
+    assert auto_frames == twin_frames == 1
+    assert not torch._dynamo.utils.counters["graph_break"]
+    eager = NotingOnFramework()
+    eager(inputs[0])
+    expected = {"noted": "plain", "mine": "carried", "helped": "carried"}
+    for module in (auto, eager):
+        assert {name: role(module, name) for name in expected} == expected
+    assert auto.double().noted.dtype == torch.float32  # left, as nn.Module leaves it
+
+
+def _framework_only_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.note(self.lin(x))
+    return x
+
+
+class StrictNotingOnFramework(autoreg.AutoRegisterMixin, Framework, strict=True):
+    forward = _framework_only_forward
+
+
+class TwinFrameworkOnly(Framework):
+    forward = _framework_only_forward
+
+
+@EAGER_FIRST
+def test_strict_mode_never_refuses_a_frameworks_first_write_in_a_compiled_forward(
+    eager_first: bool,
+) -> None:
+    """With strict=True and fullgraph=True, a framework base's first tensor write inside the
+    compiled forward is the framework's, as in eager code: never refused (it raised)."""
+    auto, twin = StrictNotingOnFramework(), TwinFrameworkOnly()
+    inputs = [torch.ones(2, 3)] * 3
+    _, auto_frames = _run_compiled(auto, inputs, "eager", eager_first)
+    _, twin_frames = _run_compiled(twin, inputs, "eager", eager_first)
+    assert auto_frames == twin_frames == 1
+    assert role(auto, "noted") == "plain"
+
+
+def test_a_compiled_function_outside_the_module_assigns_for_the_model() -> None:
+    """Code outside the module, compiled: no function of the instance's classes is on the stack
+    dynamo traces, nor below it: the model's (carried), as in eager code."""
+    module = NotingOnFramework()
+
+    @torch.compile(backend="eager", fullgraph=True)
+    def step(x: torch.Tensor) -> torch.Tensor:
+        module.outside = x * 2
+        return x
+
+    step(torch.ones(2))
+    assert role(module, "outside") == "carried"
+
+
+def _state_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.h = x * 2
+    return self.h
+
+
+class AutoState(autoreg.Module):
+    forward = _state_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = None
+
+
+def test_a_name_first_carried_in_compiled_code_keeps_every_other_carried_name() -> None:
+    """The first carry of a name inside compiled code is replayed on every call: it must not
+    replace the instance's list of carried names (it did: ``self.h = None`` between sequences,
+    then a compiled call, and a name carried eagerly meanwhile stayed behind on ``.double()``)."""
+    module = AutoState()
+    compiled = torch.compile(module, backend="eager", fullgraph=True)
+    compiled(torch.ones(2, 3))
+    module.g = torch.ones(1)  # carried eagerly
+    module.h = None  # the state reset between sequences
+    compiled(torch.ones(2, 3))
+    module.double()
+    assert (module.g.dtype, module.h.dtype) == (torch.float64, torch.float64)
 
 
 class PersistentRead(AutoRead, persistent=True):
