@@ -107,7 +107,8 @@ def situation(
 
     ``from_setattr``: called by ``__setattr__`` itself, whose caller makes the assignment. On a
     class with a framework base, a name without a role that no registry holds then gets one here,
-    the answer of row 4 (``_attribution``), judged from that caller's frame, taken only then. Only
+    the answer of row 4 (``_attribution``), judged from that caller's frame, taken only then;
+    inside compiled code, read while dynamo traces the assignment (a constant of the graph). Only
     such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
     ``del``, which forgets its role.
     """
