@@ -11,8 +11,10 @@ comprehensions are its own. Each test below gave the wrong answer when code was 
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
+import pickle
 import sys
 import textwrap
 import uuid
@@ -428,6 +430,27 @@ def test_state_a_framework_function_sets_is_the_frameworks(framework_package: Mo
     assert role(model, "mine") == "carried"
 
 
+def test_a_framework_function_in_a_compiled_forward_is_the_frameworks(
+    framework_package: ModuleType,
+) -> None:
+    """Inside compiled code, a framework function the forward calls is the framework's, as in
+    eager code, and the graph does not break (fullgraph)."""
+
+    class Model(autoreg.AutoRegisterMixin, framework_package.PyroLike):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            framework_package.to_framework_module_(self, x * 2)
+            self.mine = x * 3
+            return x
+
+    compiled, eager = Model(), Model()
+    torch.compile(compiled, backend="eager", fullgraph=True)(torch.ones(2))
+    eager(torch.ones(2))
+    for model in (compiled, eager):
+        assert role(model, "framework_value") == "plain"
+        assert role(model, "helper_value") == "plain"
+        assert role(model, "mine") == "carried"
+
+
 def test_a_models_method_called_by_framework_code_is_the_models(
     framework_package: ModuleType,
 ) -> None:
@@ -443,6 +466,27 @@ def test_a_models_method_called_by_framework_code_is_the_models(
     assert role(model, "state") == "carried"
 
 
+# --- copies -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "copy_of",
+    [copy.copy, copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_copy_judges_its_first_assignments_as_the_original_does(
+    copy_of: Callable[[nn.Module], nn.Module],
+) -> None:
+    clone = copy_of(Net())
+    clone(torch.ones(2))  # the plain base's first write, on the copy
+    clone.remember(torch.ones(2))  # the model's
+    clone.extra = torch.zeros(1)  # the user's
+    assert role(clone, "base_state") == "plain"
+    assert role(clone, "own_state") == "carried"
+    assert role(clone, "extra") == "carried"
+    assert role(clone, "own_table") == "non-persistent buffer"
+
+
 # --- item 6: what autoreg keeps about code ----------------------------------------------------
 
 
@@ -454,6 +498,8 @@ def test_code_that_assigns_from_outside_is_not_kept_alive() -> None:
         pass
 
     model = Model(2, 2)
+    model.first = torch.ones(1)  # the class's code is read now
+    kept = len(Model.__autoreg__.codes)
     refs = []
     for i in range(20):
         namespace: dict[str, Any] = {"torch": torch}
@@ -463,6 +509,7 @@ def test_code_that_assigns_from_outside_is_not_kept_alive() -> None:
         del namespace
     gc.collect()
     assert [ref() for ref in refs] == [None] * 20
+    assert len(Model.__autoreg__.codes) == kept  # the classes' own code, and nothing else
     assert role(model, "state_3") == "carried"
 
 
