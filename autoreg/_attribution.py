@@ -226,22 +226,22 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
                 shared.setdefault(id(code), []).append((function, side))
     record.shared = {key: value for key, value in shared.items() if found[key][1] == _AMBIGUOUS}
     model_roots = {_package(path) for path in files[MODEL]}
-    record.roots = tuple(
-        sorted(
-            root
-            for root in {_package(path) for path in files[FRAMEWORK]} - model_roots
-            if root is not None and not root.startswith(_LIBRARIES)
-        )
-    )
+    framework_roots = {_package(path) for path in files[FRAMEWORK]}
+    record.roots = tuple(sorted(root for root in framework_roots - model_roots if root))
     record.codes = found
     return found
 
 
 def _inherited_construction(attribute: object, later: Iterable[type], key: str) -> bool:
-    wrapped = getattr(attribute, "__wrapped__", None) if callable(attribute) else None
+    """Whether ``attribute`` is autoreg's construction wrapper of a method the class inherits
+    (``_construction.prepare``): a function's own attributes are read, never a value's code."""
+    if not isinstance(attribute, types.FunctionType):
+        return False
+    own = attribute.__dict__
+    wrapped = own.get("__wrapped__")
     return (
         wrapped is not None
-        and getattr(attribute, "__autoreg_constructs__", False)
+        and own.get("__autoreg_constructs__", False)
         and any(k.__dict__.get(key) is wrapped for k in later)
     )
 
@@ -285,10 +285,13 @@ def _nested(
             yield from _nested(constant, function)
 
 
+@functools.lru_cache(maxsize=1024)
 def _package(path: str) -> str | None:
     """The top-level package directory a code object's file lives in (with a trailing
-    separator); None for a file that is in no package (a script, a notebook cell, ``exec``)."""
-    if not os.path.isabs(path):
+    separator); None for a file that is in no package (a script, a notebook cell, ``exec``) and
+    for torch's and autoreg's own. Kept for the last files asked about: a class per instance
+    (torch's parametrizations) asks about the same files each time."""
+    if not os.path.isabs(path) or path.startswith(_LIBRARIES):
         return None
     directory = os.path.dirname(path)
     if not os.path.exists(os.path.join(directory, "__init__.py")):
