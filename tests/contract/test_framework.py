@@ -1,11 +1,12 @@
 """Row 4: a name first assigned by the code of a framework base keeps nn.Module's rules, for good.
 
-Whose code it is, is judged by where the code lives: the nearest method of one of the instance's
-own classes on the assignment's call stack (property 4). A method of a base without autoreg (the
-framework) makes the name the framework's; a method of the model's own classes, or no method of the
-instance's classes at all (code outside the module), makes it the model's. The bases below stand
-for LightningModule, torchmetrics' Metric and transformers' PreTrainedModel; the integration tests
-run the real ones.
+Whose code it is, is judged by code identity: the nearest frame on the assignment's call stack that
+runs a function of one of the instance's classes (property 4; the framework packages' functions
+count too, tests/contract/test_framework_identity.py). A function of a base without autoreg (the
+framework) makes the name the framework's; a function of the model's own classes, or none of the
+instance's classes' functions at all (code outside the module), makes it the model's. The bases
+below stand for LightningModule, torchmetrics' Metric and transformers' PreTrainedModel; the
+integration tests run the real ones.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Logged(Model):
 
 
 @pytest.mark.parametrize("cls", [Model, Logged], ids=["model", "model with __setattr__"])
-def test_property_4_whose_assignment_it_is_is_judged_by_where_the_code_lives(
+def test_property_4_whose_assignment_it_is_is_judged_by_the_code_that_makes_it(
     cls: Callable[[], Model],
 ) -> None:
     model = cls()
