@@ -88,12 +88,8 @@ def carried(module: nn.Module, name: str) -> bool:
 def carried_values(module: nn.Module) -> dict[str, Any]:
     """The values ``module`` (an autoreg instance) carries, by name."""
     d = module.__dict__
-    if UNLISTED in d:
-        listed(module)
     return {
-        name: d[name]
-        for name, key in d.get(CARRYING, _NONE).items()
-        if name in d and d.get(key) == CARRIED
+        name: d[name] for name, key in listed(module).items() if name in d and d.get(key) == CARRIED
     }
 
 
@@ -103,29 +99,33 @@ def carry(module: nn.Module, name: str) -> None:
     d = module.__dict__
     key = role_key(name)
     object.__setattr__(module, key, CARRIED)
-    if _is_compiling():  # the instance is marked, the list left to eager code (_state.UNLISTED)
-        object.__setattr__(module, UNLISTED, True)
+    if _is_compiling():  # the list is left to eager code (_state.UNLISTED)
+        object.__setattr__(module, CARRYING, UNLISTED)
         return
     names = d.get(CARRYING)
+    if names is UNLISTED:
+        names = listed(module)
     if names is None:
         object.__setattr__(module, CARRYING, {name: key})
     elif name not in names:
         names[name] = key
 
 
-def listed(module: nn.Module) -> None:
-    """Add to the instance's list of carried names those that compiled code carried first."""
+def listed(module: nn.Module) -> dict[str, str]:
+    """The instance's list of carried names; made again from the names' roles when compiled code
+    left ``UNLISTED`` in its place (every name carried then has its role: nothing is lost)."""
     d = module.__dict__
-    d.pop(UNLISTED, None)
-    for key, role in list(d.items()):
-        if type(role) is str and role == CARRIED:
-            name = role_name(key)
-            if name is not None:
-                names = d.get(CARRYING)
-                if names is None:
-                    d[CARRYING] = {name: key}
-                elif name not in names:
+    names: Any = d.get(CARRYING, _NONE)
+    if names is UNLISTED:
+        names = {}
+        for key, role in list(d.items()):
+            if type(role) is str and role == CARRIED:
+                name = role_name(key)
+                if name is not None:
                     names[name] = key
+        d[CARRYING] = names
+    listing: dict[str, str] = names
+    return listing
 
 
 def adopt(module: nn.Module) -> None:
@@ -170,7 +170,7 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
     if running:
         joined = running[-1]
         if joined[0] is fn:  # inside a conversion of the same fn: join it
-            if CARRYING in module.__dict__ or UNLISTED in module.__dict__:
+            if CARRYING in module.__dict__:
                 joined.append(module)
             return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     # The walk, before nn.Module's work: the carried values of the modules its recursion reaches
@@ -182,10 +182,10 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         if reached is None:  # a None child, which nn.Module skips too
             continue
         d = reached.__dict__
-        if UNLISTED in d:
-            listed(reached)
         names = d.get(CARRYING)
         if names:
+            if names is UNLISTED:  # compiled code carried a name first
+                names = listed(reached)
             for name in names:
                 value = d.get(name)
                 if value is None or (type(value) is _Tensor and _refcount(value) <= 3):
@@ -215,11 +215,11 @@ def _convert(module: nn.Module, fn: _ApplyFn, aliases: _Aliases | None) -> None:
     """Convert what ``module`` carries, each value fully or not at all; a value that cannot be
     converted stays as it is (warn mode says so)."""
     d = module.__dict__
-    if UNLISTED in d:
-        listed(module)
     names = d.get(CARRYING)
     if names is None:
         return
+    if names is UNLISTED:  # compiled code carried a name first (a module outside _modules)
+        names = listed(module)
     for name, key in names.items():
         value = d.get(name)
         if value is None or d.get(key) != CARRIED:

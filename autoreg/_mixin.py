@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
-from ._carry import adopt, apply
+from ._carry import adopt, apply, listed
 from ._construction import finalize, prepare
 from ._contract import Decision, decide
 from ._enforce import enforce
@@ -52,6 +52,7 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
+    UNLISTED,
     role_key,
 )
 
@@ -133,7 +134,7 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         d.pop(role_key(name), None)  # a name deleted is a new name
         carrying = d.get(CARRYING)
-        if carrying is not None:
+        if carrying is not None and carrying is not UNLISTED:  # else: remade from the roles
             carrying.pop(name, None)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -143,7 +144,7 @@ class AutoRegisterMixin(_MixinBase):
         state.pop(CONSTRUCTING, None)
         state.pop(PENDING, None)
         if CARRYING in state:  # the copy's own: copy.copy would share it
-            state[CARRYING] = dict(state[CARRYING])
+            state[CARRYING] = dict(listed(self))
         state[PICKLED] = True
         return state
 
@@ -157,7 +158,7 @@ class AutoRegisterMixin(_MixinBase):
         super().__setstate__(state)  # type: ignore[no-untyped-call]
         d = self.__dict__
         names = d.get(CARRYING)
-        if names is not None and type(names) is not dict:  # an earlier 0.1 pickle: a frozenset
+        if names is not None and type(names) not in (dict, bool):  # a 0.1 pickle: a frozenset
             d[CARRYING] = {name: role_key(name) for name in names}
         if legacy is not None:
             for name, role in legacy.items():

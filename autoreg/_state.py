@@ -17,11 +17,12 @@ to its role key (changed in place; a copy or a pickle gets its own, see
 carried or deleted, so an assignment that updates a carried value (in a compiled ``forward`` too)
 never reads it.
 
-``UNLISTED`` is present when code dynamo compiled carried a name for the first time: compiled code
-never reads ``CARRYING`` (dynamo would guard on its contents, and every name carried eagerly
-afterwards would recompile) nor writes it (a first carry is replayed on every call, and would
-replace the list): it marks the name's role and the instance, and eager code adds the names whose
-role is ``CARRIED`` to ``CARRYING`` before it reads it (``_carry.listed``).
+Compiled code never reads ``CARRYING`` (dynamo would guard on its contents, and every name carried
+eagerly afterwards would recompile) nor adds to it: a name it carries first gets its role, and
+``CARRYING`` gets ``UNLISTED`` in place of the dict. A first carry traced once is replayed on every
+call of that graph, so this may replace a dict eager code made meanwhile: nothing is lost, as the
+roles say which names are carried, and eager code makes the dict again from them before it reads
+it (``_carry.listed``); copies and pickles never hold ``UNLISTED``.
 
 ``CONSTRUCTING`` is present while one of the instance's construction methods runs, when that
 method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
@@ -60,7 +61,7 @@ __all__ = [
 ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
 CARRYING: Final = "_autoreg_carrying"  # {name: role_key(name)}: every name ever carried
-UNLISTED: Final = "_autoreg_unlisted"  # compiled code carried names CARRYING does not list
+UNLISTED: Final = True  # under CARRYING, once compiled code carried a name first
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading

@@ -8,6 +8,8 @@ must never compile more often than its twin.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -643,3 +645,26 @@ def test_a_module_being_built_inside_a_compiled_function_elsewhere_recompiles_no
         builder.join(60)
     compiled(x)
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize(
+    "copy_of",
+    [copy.copy, copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_copy_after_a_first_carry_in_compiled_code_carries_what_the_original_carries(
+    copy_of: Callable[[nn.Module], nn.Module],
+) -> None:
+    """After compiled code carried a name first, a copy carries what the original carries, and
+    neither shares its list of carried names with the other (``del`` on one, ``.double()`` on
+    the other)."""
+    module = AutoState()
+    torch.compile(module, backend="eager", fullgraph=True)(torch.ones(2, 3))
+    clone = copy_of(module)
+    clone.g = torch.ones(1)
+    del clone.h
+    module.double()
+    assert module.h.dtype == torch.float64
+    clone.h = torch.ones(1)
+    clone.double()
+    assert (clone.g.dtype, clone.h.dtype) == (torch.float64, torch.float64)
