@@ -344,6 +344,29 @@ def test_a_method_a_metaclass_adds_is_its_classs() -> None:
     assert (role(model, "mine"), role(model, "built")) == ("carried", "plain")
 
 
+@pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated")
+def test_a_real_lightning_module_with_a_forward_written_outside_its_class() -> None:
+    """The real LightningModule: its hyperparameters (set by Lightning's functions, in its
+    package) stay Lightning's, the forward assigned from outside the class body is the model's."""
+    pl = pytest.importorskip("lightning.pytorch")
+
+    class Model(autoreg.AutoRegisterMixin, pl.LightningModule):  # type: ignore[misc, name-defined]
+        forward = _recurrent
+
+        def __init__(self, weights: torch.Tensor) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.table = torch.ones(2)
+
+    model = Model(torch.ones(3))
+    model(torch.ones(2))
+    assert role(model, "_hparams") == "plain"
+    assert role(model, "table") == "non-persistent buffer"
+    assert role(model, "h") == "carried"
+    model.double()
+    assert (model.h.dtype, model.hparams["weights"].dtype) == (torch.float64, torch.float32)
+
+
 # --- item 5: framework code that is no nn.Module, and framework functions ---------------------
 
 
@@ -485,6 +508,31 @@ def test_a_copy_judges_its_first_assignments_as_the_original_does(
     assert role(clone, "own_state") == "carried"
     assert role(clone, "extra") == "carried"
     assert role(clone, "own_table") == "non-persistent buffer"
+
+
+class _Double(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight * 2
+
+
+class ScaledLinear(autoreg.AutoRegisterMixin, nn.Linear):
+    def remember(self, x: torch.Tensor) -> None:
+        self.state = x
+
+
+def test_a_parametrized_instance_judges_as_its_class_did() -> None:
+    """torch's parametrizations give the instance a class of its own, whose functions are
+    torch's properties: they tell nothing; the model's method and nn.Linear's own code are
+    judged as before."""
+    model = ScaledLinear(2, 2)
+    torch.nn.utils.parametrize.register_parametrization(model, "weight", _Double())
+    assert type(model) is not ScaledLinear
+    model.remember(torch.ones(1))
+    model.reset_parameters()  # nn.Linear's own code reads the parametrized weight
+    model.outside = torch.ones(1)
+    assert role(model, "state") == "carried"
+    assert role(model, "outside") == "carried"
+    assert model.double().state.dtype == torch.float64
 
 
 # --- item 6: what autoreg keeps about code ----------------------------------------------------
