@@ -474,6 +474,24 @@ def test_a_framework_function_in_a_compiled_forward_is_the_frameworks(
         assert role(model, "mine") == "carried"
 
 
+def test_compiled_code_that_tells_nothing_is_judged_by_the_frames_that_called_it(
+    framework_package: ModuleType,
+) -> None:
+    """A compiled function outside the classes tells nothing: the real frames that called it
+    decide, as in eager code (here framework code, a trainer calling the user's callback)."""
+
+    class Model(autoreg.AutoRegisterMixin, framework_package.PyroLike):
+        pass
+
+    def callback(module: nn.Module) -> None:
+        module.state = torch.ones(1)
+
+    compiled, eager = Model(), Model()
+    framework_package.call_back(compiled, torch.compile(callback, backend="eager", fullgraph=True))
+    framework_package.call_back(eager, callback)
+    assert role(eager, "state") == role(compiled, "state") == "plain"
+
+
 def test_a_models_method_called_by_framework_code_is_the_models(
     framework_package: ModuleType,
 ) -> None:
