@@ -31,7 +31,7 @@ FIX_WRITE_HELP: Final = "rewrite the files, then re-audit"
 
 FIX_NO_LIBCST: Final = (
     "autoreg fix rewrites source with LibCST, which is not installed: "
-    'pip install "torch-autoreg[fix]"'
+    'pip install "torch-autoreg[fix]" (from a clone: pip install -e ".[fix]")'
 )
 
 FIX_HAND_GRAD: Final = (

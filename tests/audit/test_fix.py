@@ -364,7 +364,7 @@ def test_a_missing_libcst_is_one_line_and_exit_status_2(project: Path) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         "python -m autoreg fix: error: autoreg fix rewrites source with LibCST, which is not "
-        'installed: pip install "torch-autoreg[fix]"\n'
+        'installed: pip install "torch-autoreg[fix]" (from a clone: pip install -e ".[fix]")\n'
     )
 
 
