@@ -25,14 +25,16 @@ class Kind(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Site:
     """Where a value was stored on a module: ``filename:lineno``, in ``function`` (a qualified
-    name), during the module's construction or not, and what it stored: ``"tensor"``,
-    ``"none"``, ``"container"`` or ``"other"``."""
+    name), during the module's construction or not, what it stored (``"tensor"``,
+    ``"parameter"``, ``"module"``, ``"none"``, ``"container"`` or ``"other"``), and whether
+    ``nn.Module.__init__`` had run on the module by then (a buffer can be registered)."""
 
     filename: str
     lineno: int
     function: str
     construction: bool
     value: str
+    initialised: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

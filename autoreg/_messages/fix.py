@@ -12,8 +12,9 @@ FIX_HELP: Final = "rewrite the classes that leave tensors behind (a diff; --writ
 FIX_DESCRIPTION: Final = (
     "Build and audit each TARGET, then rewrite the source of each class with findings (files "
     "under the current directory only), keeping every other line as it is. Without --write: "
-    "print the diff; exit 1 if it is not empty, 0 if nothing needs changing. With --write: apply "
-    "it, re-audit in a fresh process; exit 0 if clean, 1 if not. Exit 2: usage error."
+    "print the diff. With --write: apply it, then re-audit in a fresh process. Exit 0: "
+    "everything audited and nothing left; 1: a diff, an edit left to you, a finding or "
+    "something not audited; 2: usage error."
 )
 
 FIX_TARGET_HELP: Final = (
@@ -203,6 +204,15 @@ FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
 FIX_FORWARD_STRAYS: Final = (
     "note: forward also makes {count} {tensors} on the default device or dtype, which autoreg "
     "fix does not rewrite: autoreg audit --forward lists them with their fixes."
+)
+
+FIX_NOT_AUDITED_FORWARD: Final = (
+    "autoreg fix: not audited: the tensors the forward of {target} makes ({reason})"
+)
+
+FIX_FORWARD_RAISED: Final = (
+    "autoreg fix: not audited: the state the forward of {target} stores (one call on the CPU "
+    "raised {error})"
 )
 
 FIX_NOTHING: Final = "autoreg fix: nothing to rewrite."

@@ -273,7 +273,7 @@ def test_a_second_run_changes_nothing(
     assert fix(capsys, TARGET, "--style", style, "--write")[0] == 1
     written = sources(project)
     status, out, err = fix(capsys, TARGET, "--style", style)
-    assert (status, out) == (0, "")
+    assert (status, out) == (1, "")  # nothing to rewrite, but edits are left: as --write says
     assert hand_list(style, shift=1 if style == "base" else 0) in err
     assert err.endswith("autoreg fix: nothing to rewrite.\n")
     assert sources(project) == written
@@ -332,7 +332,7 @@ def test_files_outside_the_working_directory_are_listed_never_edited(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     status, out, err = fix(capsys, TARGET)
-    assert (status, out) == (0, "")
+    assert (status, out) == (1, "")  # nothing rewritten, everything left to edit
     assert sources(project) == original
     outside = f"defined outside {elsewhere} (autoreg fix edits only files under the current"
     refused = [line for line in err.splitlines() if outside in line]
