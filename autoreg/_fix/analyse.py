@@ -2,11 +2,11 @@
 
 The target is built while ``sites`` records every store into a module. When the factory returns
 inputs, the forward is audited (``audit_forward``: what forward makes on the default device or
-dtype, which ``fix`` reports and never rewrites), then run once for real, on the CPU, as the
-factory built it (its mode, grad enabled), still recording: the state forward stores (a recurrent
-state, a cache, a mask) is then in the model, at the line that stored it, whether or not the
-forward audit could run. ``collect`` turns the attribute audit of the model after that call into
-``Stray`` records.
+dtype, which ``fix`` reports and never rewrites), then called once for real, on the CPU, as the
+factory built it (in its mode; under ``no_grad``, or with grad if it needs it), still
+recording: the state forward stores (a recurrent state, a cache, a mask) is then in the model,
+at the line that stored it, whether or not the forward audit could run. ``collect`` turns the
+attribute audit of the model after that call into ``Stray`` records.
 
 What could not be audited (the forward audit stopped, the forward raised) is one line each in
 ``Analysis.not_audited``; the attribute fixes are made all the same.
@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+
+import torch
 
 from .._errors import ForwardAuditError
 from .._forward_audit import ForwardFinding, audit_forward
@@ -70,13 +72,20 @@ def analyse(target: str) -> Analysis:
 
 
 def _run(loaded: Target, stores: Stores) -> str | None:
-    """Call the model once on its inputs, recording its stores; None, or why it raised."""
+    """Call the model once on its inputs, recording its stores; None, or why it raised.
+
+    The call runs under ``torch.no_grad()``, as inference does (a kv-cache written in place
+    under grad would hold an autograd result); a forward that raises there (it calls
+    ``torch.autograd.grad`` itself) is called again with grad enabled."""
     assert loaded.args is not None
-    try:
-        with record_stores(stores), contextlib.redirect_stdout(sys.stderr):
-            loaded.model(*loaded.args, **loaded.kwargs)
-    except Exception as error:  # noqa: BLE001 - any failure of the user's forward is reported
-        line = error_line(error)
-        text = describe_error(error).splitlines()[0]
-        return f"{text} (at {location(*line)})" if line else text
-    return None
+    for grad in (torch.no_grad, torch.enable_grad):
+        try:
+            with record_stores(stores), contextlib.redirect_stdout(sys.stderr), grad():
+                loaded.model(*loaded.args, **loaded.kwargs)
+        except Exception as error:  # noqa: BLE001 - any failure of the user's forward is reported
+            line = error_line(error)
+            text = describe_error(error).splitlines()[0]
+            failed = f"{text} (at {location(*line)})" if line else text
+        else:
+            return None
+    return failed

@@ -27,12 +27,23 @@ class MakeAutoreg:
 
 @dataclasses.dataclass(frozen=True)
 class RegisterBuffer:
-    """Buffer style: the store of ``attribute`` at ``lineno``, in a method of ``cls``, becomes
-    ``self.register_buffer("attribute", EXPR, persistent=False)``."""
+    """Buffer style: every store of ``attribute`` in the methods of ``cls`` (whole source, all
+    branches). A store in a method that runs while the module is built becomes
+    ``self.register_buffer("attribute", EXPR, persistent=False)`` (unless ``rewrite`` is False:
+    a ``DeclareBuffer`` registers the name); every other store must store what a buffer takes,
+    or it is listed.
+
+    ``lineno``: a store that ran during construction (0: none did). ``seen``: the line and kind
+    (as ``Site.value``) of each store that ran. ``built``: the methods that stored it during
+    construction.
+    """
 
     cls: ClassInfo
     attribute: str
     lineno: int
+    seen: tuple[tuple[int, str], ...] = ()
+    built: tuple[str, ...] = ()
+    rewrite: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,8 +17,6 @@ from .._messages.fix import (
     FIX_HAND_HELPER,
     FIX_HAND_HELPER_EDIT,
     FIX_HAND_LIBRARY,
-    FIX_HAND_MIXED,
-    FIX_HAND_MIXED_EDIT,
     FIX_HAND_MODULES_AS_IS,
     FIX_HAND_MODULES_BASE,
     FIX_HAND_MODULES_EDIT,
@@ -107,16 +105,54 @@ def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
         stores = [site for site in built if site.value == "container"]
         for site, cls in _in_classes(plan, stray, stores, root, libraries):
             plan.add(site.filename, WrapModules(cls, attribute, site.lineno, container))
-    elif any(site.value == "tensor" for site in built):
-        if any(site.value not in ("tensor", "none") for site in built):
-            _hand(plan, stray, FIX_HAND_MIXED, FIX_HAND_MIXED_EDIT.format(attribute=attribute))
-            return
-        for site, cls in _in_classes(plan, stray, built, root, libraries):
-            plan.add(site.filename, RegisterBuffer(cls, attribute, site.lineno))
     else:
-        later = [site for site in stray.sites if not site.construction and site.value == "tensor"]
-        for site, cls in _in_classes(plan, stray, later[:1], root, libraries):
-            plan.add(site.filename, DeclareBuffer(cls, attribute, site.lineno))
+        _plan_tensor(plan, stray, root, libraries)
+
+
+def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:
+    """A tensor attribute, buffer style: every store of it in the source of its classes
+    (``RegisterBuffer``); registered as None in ``__init__`` (``DeclareBuffer``) when no method
+    of them stores it while the module is built (it is first stored at run time, or by a
+    helper outside the classes)."""
+    attribute = stray.attribute
+    inside = [s for s in stray.sites if any(c.holds(s) for c in stray.classes)]
+    helpers = [s for s in stray.sites if s not in inside]
+    declare = not any(s.construction for s in inside)
+    for site in helpers:  # a helper that stores it before it can be registered, or before
+        if site.construction and (not declare or not site.initialised):  # a register_buffer
+            _in_classes(plan, stray, [site], root, libraries)
+    if not inside and not helpers:
+        _hand(plan, stray, FIX_HAND_UNSEEN, FIX_HAND_UNSEEN_EDIT.format(attribute=attribute))
+        return
+    for cls in stray.classes:
+        mine = [s for s in inside if cls.holds(s)]
+        if not mine and not _quietly_editable(cls, root, libraries):
+            continue
+        if mine and not _editable(plan, stray, cls, root, libraries):
+            continue
+        assert cls.filename is not None
+        built = [s for s in mine if s.construction]
+        seen = tuple(dict.fromkeys((s.lineno, s.value) for s in mine))
+        methods = tuple(dict.fromkeys(s.function.rpartition(".")[2] for s in built))
+        lineno = built[0].lineno if built else 0
+        edit = RegisterBuffer(cls, attribute, lineno, seen, methods, rewrite=not declare)
+        plan.add(cls.filename, edit)
+    if declare:
+        later = [s for s in inside if not s.construction]
+        holder = next((c for c in stray.classes if later and c.holds(later[0])), stray.classes[0])
+        if _editable(plan, stray, holder, root, libraries):
+            assert holder.filename is not None
+            lineno = later[0].lineno if later else holder.lineno
+            plan.add(holder.filename, DeclareBuffer(holder, attribute, lineno))
+
+
+def _quietly_editable(cls: ClassInfo, root: str, libraries: Sequence[str]) -> bool:
+    """Whether ``fix`` may edit the file of ``cls`` (a class no store ran in: not listed)."""
+    return (
+        cls.filename is not None
+        and _under(cls.filename, root)
+        and not any(_under(cls.filename, lib) for lib in libraries)
+    )
 
 
 def _in_classes(

@@ -101,6 +101,44 @@ FIX_HAND_MIXED_EDIT: Final = (
     "keep the other value under another name"
 )
 
+FIX_HAND_OTHER_VALUE: Final = (
+    "stores {what} here, where register_buffer takes only a tensor or None"
+)
+
+FIX_A_PARAMETER: Final = "an nn.Parameter"
+
+FIX_NOT_A_TENSOR: Final = "a value that is not a tensor"
+
+FIX_HAND_NOT_RUN: Final = (
+    "not run when the model was built, and the source does not say that it stores a tensor or "
+    "None, all register_buffer takes"
+)
+
+FIX_HAND_NOT_RUN_EDIT: Final = (
+    'self.register_buffer("{attribute}", value, persistent=False) if it stores a tensor or None; '
+    "if not, keep that value under another name"
+)
+
+FIX_HAND_NOT_RUN_LATER: Final = (
+    "not run when the model was built and called once, and the source does not say that it "
+    "stores a tensor or None, all a buffer takes"
+)
+
+FIX_HAND_NOT_RUN_LATER_EDIT: Final = (
+    "store a tensor or None here (a buffer takes nothing else), or keep that value under "
+    "another name"
+)
+
+FIX_HAND_DELETED: Final = (
+    "deleted here: once it is a buffer, a later self.{attribute} = ... outside construction "
+    "stores a plain attribute again"
+)
+
+FIX_HAND_DELETED_EDIT: Final = (
+    "self.{attribute} = None instead of del (the name stays a buffer), or register it again "
+    "where it is stored"
+)
+
 FIX_HAND_UNSEEN: Final = (
     "never seen being stored while the model was built (written around "
     "nn.Module.__setattr__, or before autoreg fix ran)"
