@@ -57,8 +57,11 @@ def analyse(target: str) -> Analysis:
     try:
         forward = audit_forward(loaded.model, *loaded.args, **loaded.kwargs)
         analysis.forward_audited = True
-    except ForwardAuditError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    except Exception as error:  # noqa: BLE001 - ForwardAuditError, or the audit's copy failing
+        text = str(error).strip()
+        if not isinstance(error, ForwardAuditError):
+            text = describe_error(error)
+        reason = text.splitlines()[0] if text else type(error).__name__
         analysis.not_audited.append(FIX_NOT_AUDITED_FORWARD.format(target=target, reason=reason))
     # What forward makes itself (not an attribute it read): never an edit of fix's.
     analysis.made_by_forward = sum(f.kind != "stored" and not f.entered for f in forward)

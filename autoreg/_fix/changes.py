@@ -46,7 +46,15 @@ from .._messages.fix import (
     FIX_HAND_WRAP_SHAPE,
     FIX_NOT_A_TENSOR,
 )
-from .edits import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
+from .edits import (
+    DeclareBuffer,
+    DeclarePlain,
+    Edit,
+    HandEdit,
+    MakeAutoreg,
+    RegisterBuffer,
+    WrapModules,
+)
 from .source import (
     Index,
     assigns,
@@ -79,6 +87,7 @@ class Changes:
         self.bases: dict[cst.ClassDef, list[cst.Arg]] = {}
         self.replaced: dict[cst.BaseSmallStatement, cst.BaseSmallStatement] = {}
         self.after: dict[cst.SimpleStatementLine, list[cst.SimpleStatementLine]] = {}
+        self.plain: dict[cst.ClassDef, list[str]] = {}  # names kept plain, if made autoreg
         self.imports: set[str] = set()
         self.made: list[Edit] = []
         self.hand: list[HandEdit] = []
@@ -87,7 +96,7 @@ class Changes:
         cls = self.index.find_class(edit.cls.qualname, edit.cls.lineno)
         name = edit.cls.qualname.rpartition(".")[2]
         attribute = "" if isinstance(edit, MakeAutoreg) else edit.attribute
-        lineno = edit.cls.lineno if isinstance(edit, MakeAutoreg) else edit.lineno
+        lineno = edit.cls.lineno if isinstance(edit, (MakeAutoreg, DeclarePlain)) else edit.lineno
 
         def refuse(reason: str, fix: str) -> None:
             text = {"cls": edit.cls.qualname, "attribute": attribute}
@@ -104,6 +113,8 @@ class Changes:
             refuse(FIX_HAND_STALE, FIX_HAND_STALE_EDIT)
         elif isinstance(edit, MakeAutoreg):
             self._make_autoreg(cls, edit, refuse)
+        elif isinstance(edit, DeclarePlain):
+            self.plain.setdefault(cls, []).append(edit.attribute)
         elif isinstance(edit, DeclareBuffer):
             self._declare(cls, edit, refuse)
         elif isinstance(edit, RegisterBuffer):

@@ -51,6 +51,7 @@ from .._messages.fix import (
 )
 from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
 from .analyse import Analysis, analyse
+from .collect import autoreg_keeps_complex
 from .edits import WrapModules
 from .plan import Plan, make_plan
 
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(FIX_NO_LIBCST) from None
     analyses = [analyse(target) for target in args.targets]
     strays = [stray for analysis in analyses for stray in analysis.strays]
-    plan = make_plan(strays, args.style, os.getcwd(), _libraries())
+    plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
     rewrites: dict[str, tuple[bytes, Rewrite]] = {}
     for filename, edits in sorted(plan.edits.items()):
         source = Path(filename).read_bytes()

@@ -12,7 +12,15 @@ from typing import Literal, TypeAlias
 
 from .strays import ClassInfo
 
-__all__ = ["DeclareBuffer", "Edit", "HandEdit", "MakeAutoreg", "RegisterBuffer", "WrapModules"]
+__all__ = [
+    "DeclareBuffer",
+    "DeclarePlain",
+    "Edit",
+    "HandEdit",
+    "MakeAutoreg",
+    "RegisterBuffer",
+    "WrapModules",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +74,17 @@ class WrapModules:
     container: Literal["ModuleList", "ModuleDict"]
 
 
-Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules
+@dataclasses.dataclass(frozen=True)
+class DeclarePlain:
+    """Base style: ``attribute: autoreg.Plain`` in the body of ``cls``, if ``cls`` becomes an
+    autoreg class in this rewrite: autoreg then leaves the name a plain attribute (a complex
+    tensor that the core would cast to a real dtype)."""
+
+    cls: ClassInfo
+    attribute: str
+
+
+Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules | DeclarePlain
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, TypeAlias
 
 from .._messages.fix import (
+    FIX_HAND_COMPLEX,
+    FIX_HAND_COMPLEX_EDIT,
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
     FIX_HAND_HELPER,
@@ -27,7 +29,15 @@ from .._messages.fix import (
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
 )
-from .edits import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
+from .edits import (
+    DeclareBuffer,
+    DeclarePlain,
+    Edit,
+    HandEdit,
+    MakeAutoreg,
+    RegisterBuffer,
+    WrapModules,
+)
 from .strays import ClassInfo, Kind, Site, Stray
 
 __all__ = ["Plan", "Style", "make_plan"]
@@ -53,14 +63,27 @@ class Plan:
 
 
 def make_plan(
-    strays: Iterable[Stray], style: Style, root: str, libraries: Sequence[str] = ()
+    strays: Iterable[Stray],
+    style: Style,
+    root: str,
+    libraries: Sequence[str] = (),
+    keeps_complex: bool = False,
 ) -> Plan:
     """The plan for ``strays`` in ``style``: only files under ``root`` and under none of
-    ``libraries`` (site-packages, the standard library) are edited."""
+    ``libraries`` (site-packages, the standard library) are edited. ``keeps_complex``: whether
+    autoreg keeps a complex tensor complex under ``.to(a real dtype)`` (``nn.Module`` does not:
+    the buffer style never registers one)."""
     plan = Plan()
     for stray in strays:
         if stray.kind is Kind.HAND:
             _hand(plan, stray, stray.reason, stray.edit)
+        elif stray.complex and (style == "buffer" or not keeps_complex):
+            edit = FIX_HAND_COMPLEX_EDIT.format(attribute=stray.attribute)
+            _hand(plan, stray, FIX_HAND_COMPLEX, edit)
+            if style == "base":  # if its class becomes autoreg's for another name: kept plain
+                cls = _storing_class(stray)
+                if cls.filename is not None:
+                    plan.add(cls.filename, DeclarePlain(cls, stray.attribute))
         elif style == "base":
             _plan_base(plan, stray, root, libraries)
         else:
@@ -75,15 +98,20 @@ def _plan_base(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) ->
         reason = FIX_HAND_MODULES_BASE.format(container=stray.container)
         _hand(plan, stray, reason, _modules_edit(stray))
         return
-    # Code outside the classes (a helper, setattr from outside) leaves the holder's class.
-    cls = next(
-        (c for site in stray.sites for c in stray.classes if c.holds(site)), stray.classes[0]
-    )
+    cls = _storing_class(stray)
     if _editable(plan, stray, cls, root, libraries):
         assert cls.filename is not None  # _editable
         torch_bases = [kind for kind in cls.bases if kind != "other"]
         replace = cls.bases.index("module") if torch_bases == ["module"] else None
         plan.add(cls.filename, MakeAutoreg(cls, replace))
+
+
+def _storing_class(stray: Stray) -> ClassInfo:
+    """The class whose code stores ``stray`` (code outside its classes, a helper or setattr
+    from outside, leaves the holder's class)."""
+    return next(
+        (c for site in stray.sites for c in stray.classes if c.holds(site)), stray.classes[0]
+    )
 
 
 def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:

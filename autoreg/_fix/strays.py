@@ -61,7 +61,8 @@ class Stray:
     left out). ``sites``: where it was stored. ``container``: ``"list"``, ``"tuple"`` or
     ``"dict"`` for the container kinds, and whether it can become ``nn.ModuleList`` /
     ``nn.ModuleDict`` as it is (``wrappable``). ``reason`` and ``edit``: for ``Kind.HAND``, why
-    and what to write.
+    and what to write. ``complex``: it holds a complex tensor, which ``nn.Module``'s
+    ``.to(a real dtype)`` casts to that dtype once it is a buffer.
     """
 
     classes: tuple[ClassInfo, ...]
@@ -72,6 +73,7 @@ class Stray:
     wrappable: bool = False
     reason: str = ""
     edit: str = ""
+    complex: bool = False
 
     @property
     def name(self) -> str:

@@ -101,6 +101,27 @@ FIX_HAND_MIXED_EDIT: Final = (
     "keep the other value under another name"
 )
 
+FIX_HAND_MOVES_ITSELF: Final = (
+    "{cls} overrides {method}() ({where}), which may move it already: autoreg fix cannot tell "
+    "what that code does, and registered, it would be moved twice"
+)
+
+FIX_HAND_MOVES_ITSELF_EDIT: Final = (
+    "register it yourself (register_buffer, or autoreg.Module) and take it out of {method}(), "
+    "or leave it to {method}()"
+)
+
+FIX_HAND_COMPLEX: Final = (
+    "a complex tensor: as a buffer, .to(a real dtype) would cast it to that dtype and drop its "
+    "imaginary part (a wrong result, with no error), so it stays a plain attribute, as before"
+)
+
+FIX_HAND_COMPLEX_EDIT: Final = (
+    "move it where forward uses it (self.{attribute}.to(x.device)); .to() leaves it where it is"
+)
+
+PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"
+
 FIX_HAND_OTHER_VALUE: Final = (
     "stores {what} here, where register_buffer takes only a tensor or None"
 )

@@ -1,17 +1,19 @@
 """Does a migration change what a model computes? The original and the rewritten model compared.
 
-``probe(out, *targets)`` runs in the directory of one side (a fresh process: the two sides' modules
-share names): it builds the model the target names (seeded), saves its state_dict, its float32
-outputs, and what becomes of it after ``.to(torch.bfloat16)``, ``.double()`` and
-``.to("meta")``: the outputs, the dtype of every tensor it holds, and what each move leaves
-behind. ``compare(original, migrated, target)`` probes both sides and says, check by check,
-whether the migrated model is the original one that moves:
+``probe(out, *targets)`` runs in the directory of one side (a fresh process: the two sides'
+modules share names): it builds the model each target names (seeded), saves its state_dict, its
+float32 outputs, and what becomes of it after ``.to(torch.bfloat16)``, ``.to(torch.float64)``
+(stricter than ``.double()``, which leaves complex tensors alone) and ``.to("meta")``: the
+outputs, the dtype of every tensor it holds, and what each move leaves behind.
+``compare(original, migrated, *targets)`` probes both sides and says, check by check, whether
+the migrated model is the original one that moves:
 
 - ``keys``: the same state_dict keys; ``strict``: the original's checkpoint loads strictly;
 - ``float32``: the outputs, bitwise;
-- ``bfloat16`` / ``double``: after the move, the outputs agree with the original's float32 ones
-  to that dtype's precision, and no tensor changed its kind (a complex one cast to a real dtype,
-  an integer one made floating), compared with the original after the same move;
+- ``bfloat16`` / ``double``: after the move, the outputs agree with the original's after the
+  same move (with its float32 ones where the original raises) to that dtype's precision, or
+  both raise the same error; and no tensor changed its kind (a complex one cast to a real
+  dtype, an integer one made floating), compared with the original after the same move;
 - ``left_double`` / ``left_meta``: what the migrated model leaves behind after ``.double()``
   (floating tensors not float64) and ``.to("meta")`` (tensors not on meta).
 
@@ -171,7 +173,12 @@ def _report(before: dict[str, Any], after: dict[str, Any], strict: str) -> dict[
     }
     scale = max((float(t.abs().max()) for t in before["float32"] if t.numel()), default=1.0)
     for move in ("bfloat16", "double"):
-        report[move] = _close(before["float32"], after[move], TOLERANCE[move] * max(scale, 1e-6))
+        atol = TOLERANCE[move] * max(scale, 1e-6)
+        if isinstance(after[move], str) and after[move] == before[move]:
+            report[move] = f"raises, as the original: {after[move]}"
+        else:  # the original after the same move, or its float32 outputs if it raised there
+            reference = before["float32"] if isinstance(before[move], str) else before[move]
+            report[move] = _close(reference, after[move], atol)
         changed = [
             path
             for path, dtype in after[f"dtypes_{move}"].items()
