@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS if rewrites or left else EXIT_CLEAN
     names = ", ".join(_short(name) for name in rewrites)
     print(FIX_WROTE.format(files=names), file=sys.stderr)
-    status = max(_reaudit(analysis) for analysis in analyses)
+    status = _reaudit(analyses)
     hand_left = bool(plan.hand) or any(a.not_audited for a in analyses)
     return max(status, EXIT_FINDINGS if hand_left else EXIT_CLEAN)
 
@@ -141,27 +142,43 @@ def _report(plan: Plan, results: list[Rewrite], made_by_forward: int) -> None:
         print(FIX_FORWARD_STRAYS.format(count=made_by_forward, tensors=tensors), file=sys.stderr)
 
 
-def _reaudit(analysis: Analysis) -> int:
-    """Audit the target of ``analysis`` again in a fresh process (its forward too, if it could be
-    audited the first time); print its report; 0 clean, 1 not."""
-    target, forward = analysis.target, analysis.forward_audited
-    command = [sys.executable, "-m", "autoreg", "audit", target, *(["--forward"] * forward)]
-    shown = " ".join(["python", *command[1:]])
-    print(FIX_REAUDIT.format(command=shown), file=sys.stderr)
+def _reaudit(analyses: list[Analysis]) -> int:
+    """Audit every target again, in one fresh process (``reaudit``), as ``autoreg audit`` would
+    (its forward too, if it could be audited the first time); print each report; 0 when every
+    target is clean, 1 if not."""
+    targets = [(a.target, a.forward_audited) for a in analyses]
+    command = [sys.executable, "-m", "autoreg._fix.reaudit", json.dumps(targets)]
+    for target, forward in targets:
+        shown = " ".join(["python -m autoreg audit", target, *(["--forward"] if forward else [])])
+        print(FIX_REAUDIT.format(command=shown), file=sys.stderr)
     sys.stderr.flush()
     result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
-    if result.returncode not in (EXIT_CLEAN, EXIT_FINDINGS):
+    try:
+        results = json.loads(result.stdout.splitlines()[-1])
+    except (IndexError, ValueError):
         output = (result.stdout + result.stderr).rstrip()
+        names = ", ".join(target for target, _ in targets)
         print(
-            FIX_REAUDIT_FAILED.format(target=target, code=result.returncode, output=output),
+            FIX_REAUDIT_FAILED.format(target=names, code=result.returncode, output=output),
             file=sys.stderr,
         )
         return EXIT_FINDINGS
-    if result.stdout:
-        emit(result.stdout.removesuffix("\n"))
-    message = FIX_CLEAN if result.returncode == EXIT_CLEAN else FIX_NOT_CLEAN
-    print(message.format(target=target), file=sys.stderr)
-    return result.returncode
+    status = EXIT_CLEAN
+    for found in results:
+        target, code = found["target"], found["status"]
+        if code not in (EXIT_CLEAN, EXIT_FINDINGS):
+            print(
+                FIX_REAUDIT_FAILED.format(target=target, code=code, output=found["error"]),
+                file=sys.stderr,
+            )
+            code = EXIT_FINDINGS
+        else:
+            if found["report"]:
+                emit(found["report"].removesuffix("\n"))
+            message = FIX_CLEAN if code == EXIT_CLEAN else FIX_NOT_CLEAN
+            print(message.format(target=target), file=sys.stderr)
+        status = max(status, code)
+    return status
 
 
 def _report_hand(plan: Plan) -> None:
