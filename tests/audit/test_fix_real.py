@@ -29,6 +29,7 @@ TARGETS = [
         "policy:gaussian",
         "policy:deterministic",
         "hamiltonian:build",
+        "hamiltonian:field",
         "ode:build",
         "detector:build",
         "sequence:build",

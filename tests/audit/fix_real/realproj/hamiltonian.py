@@ -27,5 +27,23 @@ class HNN(nn.Module):
         return grad @ self.M.t()
 
 
+class VectorField(nn.Module):
+    """The field a training loop integrates: torch.autograd.grad on its inputs, no enable_grad."""
+
+    def __init__(self, hnn):
+        super().__init__()
+        self.hnn = hnn
+        self.D = torch.eye(hnn.M.shape[0])
+
+    def forward(self, x):
+        energy = self.hnn.net(x).sum()
+        (grad,) = torch.autograd.grad(energy, x, create_graph=True)
+        return grad @ self.hnn.M.t() + x @ self.D
+
+
 def build():
     return HNN(4), (torch.rand(3, 4),)
+
+
+def field():
+    return VectorField(HNN(4)), (torch.rand(3, 4, requires_grad=True),)
