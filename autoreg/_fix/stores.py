@@ -223,7 +223,6 @@ TENSOR_METHODS: Final = frozenset(
         "matmul",
         "mm",
         "outer",
-        "requires_grad_",
         "new_zeros",
         "new_ones",
         "new_full",
@@ -422,6 +421,8 @@ def value_kind(
 def _call(
     call: cst.Call, kind: Callable[[cst.BaseExpression], Kind | None], torch_names: frozenset[str]
 ) -> Kind | None:
+    if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
+        return None  # a weight, maybe: what the factory ran is judged, not this
     func = call.func
     name = dotted(func)
     if name == "Parameter" or name.endswith("nn.Parameter"):

@@ -343,3 +343,20 @@ def test_writes_into_the_tensor_are_not_stores_of_the_attribute() -> None:
         "self.mask = torch.zeros(4)",
         'self.register_buffer("mask", torch.zeros(4), persistent=False)',
     )
+
+
+def test_a_store_that_did_not_run_and_may_be_a_weight_is_listed() -> None:
+    source = INIT + (
+        "        super().__init__()\n"
+        "        if True:\n"
+        "            self.w = torch.zeros(2)\n"
+        "        else:\n"
+        "            self.w = torch.zeros(2, requires_grad=True)\n"
+    )
+    lineno = line_of(source, "self.w = torch.zeros(2)")
+    code, hand = run(source, RegisterBuffer(cls(source), "w", lineno, built=("__init__",)))
+    assert hand == [
+        f"{lineno + 2}: A.w: not run when the model was built, and the source does not say that "
+        "it stores a tensor or None, all register_buffer takes"
+    ]
+    assert code.count("register_buffer") == 1
