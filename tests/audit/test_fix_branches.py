@@ -66,6 +66,7 @@ print(sorted(f.path for f in autoreg.find_unregistered(model)))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", ["base", "buffer"])
 def test_the_configuration_the_factory_did_not_build_leaves_nothing_behind(
     project: Project, capsys: pytest.CaptureFixture[str], style: str
@@ -114,6 +115,7 @@ def build():
 """
 
 
+@pytest.mark.slow
 def test_a_branch_that_stores_no_tensor_is_listed_and_write_cannot_end_clean(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
