@@ -5,7 +5,8 @@ Design note
 The command builds the model a target names, audits it, and rewrites the source of each class
 with findings. It runs in four steps, one module each, plan before execute:
 
-- ``sites``: while the model is built, a temporary ``nn.Module.__setattr__`` records where each
+- ``analyse`` builds the target, audits it and calls its forward once on the CPU; ``sites``:
+  while the model is built and called, a temporary ``nn.Module.__setattr__`` records where each
   attribute of each module was stored (file, line, function, whether during construction, what
   kind of value). The audit knows which class and attribute leave a tensor behind; this knows the
   line that put it there, exactly, whatever calls whatever.
@@ -20,6 +21,12 @@ with findings. It runs in four steps, one module each, plan before execute:
 - ``codemod``: LibCST. Applies one file's edits to its source and keeps every other byte;
   ``changes`` refuses an edit whose code is not the simple statement it expects (a loop, a nested
   function, a ``hasattr`` check that a registered name would change), and says why.
+- ``stores``: the whole source, not one execution. The factory ran one configuration; in the
+  buffer style every store of a migrated name in its classes (every branch, every method that
+  runs while the module is built) is rewritten, and each store that ran or that the source
+  shows storing a tensor or None is kept; any other (a float in the other branch, a
+  ``nn.Parameter``, a value the source does not tell, a ``del``) is listed. The base style is
+  whole-source by nature: autoreg decides each store as it runs.
 
 ``cli`` runs them, prints a unified diff (or writes it) and re-audits in a fresh process.
 LibCST is imported by the ``fix`` command only: ``import autoreg`` needs only torch.

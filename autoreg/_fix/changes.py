@@ -18,15 +18,24 @@ import libcst as cst
 import libcst.matchers as m
 
 from .._messages.fix import (
+    FIX_A_PARAMETER,
     FIX_HAND_BASES,
     FIX_HAND_BASES_EDIT,
     FIX_HAND_BEFORE_INIT,
     FIX_HAND_DECLARE_EDIT,
+    FIX_HAND_DELETED,
+    FIX_HAND_DELETED_EDIT,
     FIX_HAND_LOOP,
+    FIX_HAND_MIXED_EDIT,
     FIX_HAND_MODULES_EDIT,
     FIX_HAND_NESTED,
     FIX_HAND_NO_INIT,
     FIX_HAND_NOT_ASSIGN,
+    FIX_HAND_NOT_RUN,
+    FIX_HAND_NOT_RUN_EDIT,
+    FIX_HAND_NOT_RUN_LATER,
+    FIX_HAND_NOT_RUN_LATER_EDIT,
+    FIX_HAND_OTHER_VALUE,
     FIX_HAND_PROBED,
     FIX_HAND_REGISTER_EDIT,
     FIX_HAND_SETATTR,
@@ -35,8 +44,17 @@ from .._messages.fix import (
     FIX_HAND_STALE_EDIT,
     FIX_HAND_WRAP_METHOD,
     FIX_HAND_WRAP_SHAPE,
+    FIX_NOT_A_TENSOR,
 )
-from .edits import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
+from .edits import (
+    DeclareBuffer,
+    DeclarePlain,
+    Edit,
+    HandEdit,
+    MakeAutoreg,
+    RegisterBuffer,
+    WrapModules,
+)
 from .source import (
     Index,
     assigns,
@@ -46,6 +64,7 @@ from .source import (
     self_name_of,
     super_init,
 )
+from .stores import Store, construction_methods, stores_of, value_kind
 
 __all__ = ["Changes"]
 
@@ -68,6 +87,7 @@ class Changes:
         self.bases: dict[cst.ClassDef, list[cst.Arg]] = {}
         self.replaced: dict[cst.BaseSmallStatement, cst.BaseSmallStatement] = {}
         self.after: dict[cst.SimpleStatementLine, list[cst.SimpleStatementLine]] = {}
+        self.plain: dict[cst.ClassDef, list[str]] = {}  # names kept plain, if made autoreg
         self.imports: set[str] = set()
         self.made: list[Edit] = []
         self.hand: list[HandEdit] = []
@@ -76,7 +96,7 @@ class Changes:
         cls = self.index.find_class(edit.cls.qualname, edit.cls.lineno)
         name = edit.cls.qualname.rpartition(".")[2]
         attribute = "" if isinstance(edit, MakeAutoreg) else edit.attribute
-        lineno = edit.cls.lineno if isinstance(edit, MakeAutoreg) else edit.lineno
+        lineno = edit.cls.lineno if isinstance(edit, (MakeAutoreg, DeclarePlain)) else edit.lineno
 
         def refuse(reason: str, fix: str) -> None:
             text = {"cls": edit.cls.qualname, "attribute": attribute}
@@ -93,8 +113,12 @@ class Changes:
             refuse(FIX_HAND_STALE, FIX_HAND_STALE_EDIT)
         elif isinstance(edit, MakeAutoreg):
             self._make_autoreg(cls, edit, refuse)
+        elif isinstance(edit, DeclarePlain):
+            self.plain.setdefault(cls, []).append(edit.attribute)
         elif isinstance(edit, DeclareBuffer):
             self._declare(cls, edit, refuse)
+        elif isinstance(edit, RegisterBuffer):
+            self._register(cls, edit, refuse)
         else:
             self._store(cls, edit, refuse)
 
@@ -122,23 +146,113 @@ class Changes:
         self.imports.add("autoreg")
         self.made.append(edit)
 
-    def _store(
-        self, cls: cst.ClassDef, edit: RegisterBuffer | WrapModules, refuse: _Refuse
-    ) -> None:
+    def _register(self, cls: cst.ClassDef, edit: RegisterBuffer, refuse: _Refuse) -> None:
+        """Every store of ``edit.attribute`` in ``cls``: those in a method that runs while the
+        module is built become ``register_buffer``; each must store what a buffer takes (a
+        tensor or None; outside construction also a parameter or a module, which nn.Module
+        registers in its place), or it is listed."""
+        attribute = edit.attribute
+        name = f"{edit.cls.qualname.rpartition('.')[2]}.{attribute}"
+        text = {"cls": edit.cls.qualname, "attribute": attribute}
+
+        def listed(store: Store, reason: str, fix: str) -> None:
+            hand = HandEdit(
+                self.filename,
+                store.statement.start,
+                name,
+                reason.format(**text),
+                fix.format(**text),
+            )
+            if hand not in self.hand:
+                self.hand.append(hand)
+
+        stores = stores_of(self.index, cls, attribute)
+        if edit.lineno and not any(
+            s.statement.start <= edit.lineno <= s.statement.end for s in stores
+        ):
+            statement = self.index.statement(cls, edit.lineno)
+            if statement is not None and any(
+                m.matches(small, m.Expr(m.Call(func=m.Name("setattr"))))
+                for small in statement.node.body
+            ):
+                refuse(FIX_HAND_SETATTR, FIX_HAND_SETATTR_EDIT)
+            else:
+                refuse(FIX_HAND_NOT_ASSIGN, FIX_HAND_REGISTER_EDIT)
+            return
+        built = construction_methods(cls, set(edit.built))
+        torch_names = self.index.torch_names()
+        made = False
+        for store in stores:
+            seen = {
+                kind
+                for line, kind in (*edit.seen, *([(edit.lineno, "tensor")] if edit.lineno else []))
+                if store.statement.start <= line <= store.statement.end
+            }
+            construction = store.method.name.value in built
+            if store.form == "delete":
+                listed(store, FIX_HAND_DELETED, FIX_HAND_DELETED_EDIT)
+                continue
+            if store.form == "augmented":
+                continue  # in place, on the buffer
+            if seen:
+                kinds: set[str] = seen
+            elif store.value is None:
+                kinds = set()
+            else:
+                found = value_kind(
+                    store.value, store.method, store.self_name, attribute, torch_names
+                )
+                kinds = {found} if found else set()
+            takes = (
+                {"tensor", "none"} if construction else {"tensor", "none", "parameter", "module"}
+            )
+            if not kinds:
+                reason, fix = (
+                    (FIX_HAND_NOT_RUN, FIX_HAND_NOT_RUN_EDIT)
+                    if construction
+                    else (FIX_HAND_NOT_RUN_LATER, FIX_HAND_NOT_RUN_LATER_EDIT)
+                )
+                listed(store, reason, fix)
+                continue
+            if not kinds <= takes:
+                what = FIX_A_PARAMETER if kinds - takes == {"parameter"} else FIX_NOT_A_TENSOR
+                listed(store, FIX_HAND_OTHER_VALUE.replace("{what}", what), FIX_HAND_MIXED_EDIT)
+                continue
+            if not construction or not edit.rewrite:
+                continue  # nn.Module stores it in the buffer
+            problem = self._rewritable(store)
+            if problem is not None:
+                listed(store, problem, FIX_HAND_REGISTER_EDIT)
+                continue
+            assert store.value is not None
+            call = _register(store.self_name, attribute, store.value)
+            self.replaced[store.small] = cst.Expr(call, semicolon=store.small.semicolon)
+            made = True
+        if made:
+            self.made.append(edit)
+
+    def _rewritable(self, store: Store) -> str | None:
+        """Why ``store`` cannot become ``register_buffer`` in place (None: it can)."""
+        if store.nested:
+            return FIX_HAND_NESTED
+        if store.loop:
+            return FIX_HAND_LOOP
+        if store.form == "several":
+            return FIX_HAND_NOT_ASSIGN
+        if before_init(self.index, store.method, store.statement, store.self_name):
+            return FIX_HAND_BEFORE_INIT
+        return None
+
+    def _store(self, cls: cst.ClassDef, edit: WrapModules, refuse: _Refuse) -> None:
         """Rewrite the statement that stores ``edit.attribute`` in a method of ``cls``."""
-        wrap = isinstance(edit, WrapModules)
-        fix = (
-            FIX_HAND_MODULES_EDIT.replace("{container}", edit.container)
-            if isinstance(edit, WrapModules)
-            else FIX_HAND_REGISTER_EDIT
-        )
+        fix = FIX_HAND_MODULES_EDIT.replace("{container}", edit.container)
         statement = self.index.statement(cls, edit.lineno)
         method = statement.function() if statement else None
         if statement is None or method is None:
             refuse(FIX_HAND_STALE, FIX_HAND_STALE_EDIT)
             return
         if any(m.matches(s, m.Expr(m.Call(func=m.Name("setattr")))) for s in statement.node.body):
-            refuse(FIX_HAND_SETATTR, fix if wrap else FIX_HAND_SETATTR_EDIT)
+            refuse(FIX_HAND_SETATTR, fix)
             return
         inner = statement.between(cls)
         if inner[1:2] != (method,) or any(isinstance(n, cst.FunctionDef) for n in inner[2:]):
@@ -157,12 +271,8 @@ class Changes:
         value = small.value  # type: ignore[attr-defined]
         if before_init(self.index, method, statement, self_name):
             refuse(FIX_HAND_BEFORE_INIT, fix)
-        elif isinstance(edit, WrapModules):
-            self._wrap(cls, edit, small, value, self_name, refuse)
         else:
-            call = _register(self_name, edit.attribute, value)
-            self.replaced[small] = cst.Expr(call, semicolon=small.semicolon)
-            self.made.append(edit)
+            self._wrap(cls, edit, small, value, self_name, refuse)
 
     def _wrap(
         self,

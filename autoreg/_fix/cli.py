@@ -1,15 +1,19 @@
 """``autoreg fix TARGET... [--style base|buffer] [--write]``: the command line of the codemod.
 
-Each TARGET (``package.module:factory``, as for ``autoreg audit``) is built while ``sites``
-records where its attributes are stored, then audited: ``find_unregistered``, and
-``audit_forward`` when the factory returns ``(model, args[, kwargs])``. The findings become a plan
-(``collect``, ``plan``), the plan a rewrite of each file (``codemod``).
+Each TARGET (``package.module:factory``, as for ``autoreg audit``) is built, audited and run
+(``analyse``); its strays become a plan (``plan``), the plan a rewrite of each file (``codemod``).
 
-Without ``--write``: the unified diff on stdout, what is left to edit by hand on stderr; exit 1
-when the diff is not empty, 0 when nothing needs changing. With ``--write``: the files are
-rewritten, then each target is audited again by ``python -m autoreg audit`` in a fresh process;
-exit 0 when every target is now clean, 1 when something is still left behind. Exit 2 for a usage
-error (as ``audit``), and when LibCST is not installed.
+Without ``--write``: the unified diff on stdout, what is left to edit by hand and what was not
+audited on stderr. With ``--write``: the files are rewritten, then each target is audited again
+by ``python -m autoreg audit`` in a fresh process. One exit status rule with ``autoreg audit``:
+0 when everything was audited and nothing is left; 1 for a diff (dry run), an edit left to the
+user, a finding of the re-audit (or of the forward, which fix never rewrites), or something not
+audited; 2 for a usage error, and when LibCST is not installed. With nothing to rewrite, the dry
+run and ``--write`` exit alike, and nothing is audited twice.
+
+The re-audit needs a fresh process: the rewritten files must be imported anew, and importing a
+user's modules a second time in one process is not sound (module-level registries that refuse a
+class registered twice, ``from x import Y`` bindings held elsewhere, instances of the old classes).
 """
 
 from __future__ import annotations
@@ -17,19 +21,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import subprocess
 import sys
 import sysconfig
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import torch
 
-from .._errors import ForwardAuditError
-from .._forward_audit import ForwardFinding, audit_forward
-from .._messages.cli import FORWARD_FAILED
 from .._messages.fix import (
     FIX_CLEAN,
     FIX_DESCRIPTION,
@@ -48,19 +50,16 @@ from .._messages.fix import (
     FIX_WRITE_HELP,
     FIX_WROTE,
 )
-from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, load
-from .collect import collect
+from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
+from .analyse import Analysis, analyse
+from .collect import autoreg_keeps_complex
 from .edits import WrapModules
 from .plan import Plan, make_plan
-from .sites import record_stores
-from .strays import Stray
 
 if TYPE_CHECKING:
     from .codemod import Rewrite
 
 __all__ = ["add_parser", "run"]
-
-EXIT_CHANGES: Final = EXIT_FINDINGS  # without --write: the diff is not empty
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,17 +78,9 @@ def run(args: argparse.Namespace) -> int:
         if error.name is None or error.name.partition(".")[0] != "libcst":
             raise
         raise UsageError(FIX_NO_LIBCST) from None
-    strays: list[Stray] = []
-    forward_targets: set[str] = set()
-    made_by_forward = 0
-    for target in args.targets:
-        found, forward = _audit(target)
-        strays += found
-        if forward is not None:
-            forward_targets.add(target)
-            # What forward makes itself (not an attribute it read): never an edit of fix's.
-            made_by_forward += sum(f.kind != "stored" and not f.entered for f in forward)
-    plan = make_plan(strays, args.style, os.getcwd(), _libraries())
+    analyses = [analyse(target) for target in args.targets]
+    strays = [stray for analysis in analyses for stray in analysis.strays]
+    plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
     rewrites: dict[str, tuple[bytes, Rewrite]] = {}
     for filename, edits in sorted(plan.edits.items()):
         source = Path(filename).read_bytes()
@@ -106,15 +97,25 @@ def run(args: argparse.Namespace) -> int:
         )
         if diff:
             emit(diff.removesuffix("\n"))
+    made_by_forward = sum(analysis.made_by_forward for analysis in analyses)
     _report(plan, [result for _, result in rewrites.values()], made_by_forward)
-    if not args.write:
-        files = "file" if len(rewrites) == 1 else "files"
-        done = FIX_WOULD_CHANGE.format(count=len(rewrites), files=files)
-        print(done if rewrites else FIX_NOTHING, file=sys.stderr)
-        return EXIT_CHANGES if rewrites else EXIT_CLEAN
+    for line in (line for analysis in analyses for line in analysis.not_audited):
+        print(line, file=sys.stderr)
+    # Left whatever is written: hand edits, what was not audited, what forward makes.
+    left = bool(plan.hand) or any(a.not_audited or a.made_by_forward for a in analyses)
+    if not args.write or not rewrites:
+        if args.write:
+            print(FIX_NOTHING, file=sys.stderr)
+        else:
+            files = "file" if len(rewrites) == 1 else "files"
+            done = FIX_WOULD_CHANGE.format(count=len(rewrites), files=files)
+            print(done if rewrites else FIX_NOTHING, file=sys.stderr)
+        return EXIT_FINDINGS if rewrites or left else EXIT_CLEAN
     names = ", ".join(_short(name) for name in rewrites)
-    print(FIX_WROTE.format(files=names) if rewrites else FIX_NOTHING, file=sys.stderr)
-    return max(_reaudit(target, target in forward_targets) for target in args.targets)
+    print(FIX_WROTE.format(files=names), file=sys.stderr)
+    status = _reaudit(analyses)
+    hand_left = bool(plan.hand) or any(a.not_audited for a in analyses)
+    return max(status, EXIT_FINDINGS if hand_left else EXIT_CLEAN)
 
 
 def _write(rewrites: dict[str, tuple[bytes, Rewrite]], plan: Plan) -> None:
@@ -141,39 +142,43 @@ def _report(plan: Plan, results: list[Rewrite], made_by_forward: int) -> None:
         print(FIX_FORWARD_STRAYS.format(count=made_by_forward, tensors=tensors), file=sys.stderr)
 
 
-def _audit(target: str) -> tuple[list[Stray], list[ForwardFinding] | None]:
-    """Build ``target`` (recording its stores), audit it; the strays and forward findings
-    (None when the factory returned no inputs)."""
-    with record_stores() as stores:
-        loaded = load(target)
-    forward: list[ForwardFinding] | None = None
-    if loaded.args is not None:
-        try:
-            forward = audit_forward(loaded.model, *loaded.args, **loaded.kwargs)
-        except ForwardAuditError as error:
-            raise UsageError(FORWARD_FAILED.format(target=target, error=error)) from None
-    return collect(loaded.model, stores, forward or ()), forward
-
-
-def _reaudit(target: str, forward: bool) -> int:
-    """Audit ``target`` again in a fresh process; print its report; 0 clean, 1 not."""
-    command = [sys.executable, "-m", "autoreg", "audit", target, *(["--forward"] * forward)]
-    shown = " ".join(["python", *command[1:]])
-    print(FIX_REAUDIT.format(command=shown), file=sys.stderr)
+def _reaudit(analyses: list[Analysis]) -> int:
+    """Audit every target again, in one fresh process (``reaudit``), as ``autoreg audit`` would
+    (its forward too, if it could be audited the first time); print each report; 0 when every
+    target is clean, 1 if not."""
+    targets = [(a.target, a.forward_audited) for a in analyses]
+    command = [sys.executable, "-m", "autoreg._fix.reaudit", json.dumps(targets)]
+    for target, forward in targets:
+        shown = " ".join(["python -m autoreg audit", target, *(["--forward"] if forward else [])])
+        print(FIX_REAUDIT.format(command=shown), file=sys.stderr)
     sys.stderr.flush()
     result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
-    if result.returncode not in (EXIT_CLEAN, EXIT_CHANGES):
+    try:
+        results = json.loads(result.stdout.splitlines()[-1])
+    except (IndexError, ValueError):
         output = (result.stdout + result.stderr).rstrip()
+        names = ", ".join(target for target, _ in targets)
         print(
-            FIX_REAUDIT_FAILED.format(target=target, code=result.returncode, output=output),
+            FIX_REAUDIT_FAILED.format(target=names, code=result.returncode, output=output),
             file=sys.stderr,
         )
-        return EXIT_CHANGES
-    if result.stdout:
-        emit(result.stdout.removesuffix("\n"))
-    message = FIX_CLEAN if result.returncode == EXIT_CLEAN else FIX_NOT_CLEAN
-    print(message.format(target=target), file=sys.stderr)
-    return result.returncode
+        return EXIT_FINDINGS
+    status = EXIT_CLEAN
+    for found in results:
+        target, code = found["target"], found["status"]
+        if code not in (EXIT_CLEAN, EXIT_FINDINGS):
+            print(
+                FIX_REAUDIT_FAILED.format(target=target, code=code, output=found["error"]),
+                file=sys.stderr,
+            )
+            code = EXIT_FINDINGS
+        else:
+            if found["report"]:
+                emit(found["report"].removesuffix("\n"))
+            message = FIX_CLEAN if code == EXIT_CLEAN else FIX_NOT_CLEAN
+            print(message.format(target=target), file=sys.stderr)
+        status = max(status, code)
+    return status
 
 
 def _report_hand(plan: Plan) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from .._messages.fix import FIX_HAND_STALE_EDIT, FIX_HAND_UNPARSED
+from .._messages.fix import FIX_HAND_STALE_EDIT, FIX_HAND_UNPARSED, PLAIN_COMMENT
 from .changes import Changes
 from .edits import Edit, HandEdit
 from .imports import add_import
@@ -56,6 +56,31 @@ def rewrite(source: bytes, filename: str, edits: Sequence[Edit]) -> Rewrite:
     return Rewrite(module.bytes, module.encoding, changes.made, changes.hand)
 
 
+def _declare_plain(body: cst.BaseSuite, names: list[str]) -> cst.BaseSuite:
+    """``body`` with ``name: autoreg.Plain`` for each of ``names`` first (after a docstring)."""
+    if not isinstance(body, cst.IndentedBlock):
+        return body
+    statements = list(body.body)
+    first = statements[0] if statements else None
+    docstring = (
+        isinstance(first, cst.SimpleStatementLine)
+        and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+    comment = cst.TrailingWhitespace(
+        whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(PLAIN_COMMENT)
+    )
+    lines = [
+        cst.SimpleStatementLine(
+            [cst.AnnAssign(cst.Name(name), cst.Annotation(cst.parse_expression("autoreg.Plain")))],
+            trailing_whitespace=comment,
+        )
+        for name in dict.fromkeys(names)
+    ]
+    at = 1 if docstring else 0
+    return body.with_changes(body=[*statements[:at], *lines, *statements[at:]])
+
+
 class _Apply(cst.CSTTransformer):
     """Carries out ``Changes`` on the tree they were found in."""
 
@@ -71,6 +96,9 @@ class _Apply(cst.CSTTransformer):
         new: Any = updated
         if isinstance(original_node, cst.ClassDef) and original_node in changes.bases:
             new = updated_node.with_changes(bases=changes.bases[original_node])
+            plain = changes.plain.get(original_node, [])
+            if plain:
+                new = new.with_changes(body=_declare_plain(new.body, plain))
         elif isinstance(original_node, cst.BaseSmallStatement):
             new = changes.replaced.get(original_node, updated)
         elif isinstance(original_node, cst.SimpleStatementLine) and original_node in changes.after:

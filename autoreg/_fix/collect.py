@@ -9,9 +9,12 @@ where the module's class and its bases are defined (``inspect``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import warnings
 from collections.abc import Iterable
+from typing import Final
 
 import torch
 from torch import nn
@@ -20,6 +23,7 @@ from .._audit import locate_unregistered
 from .._audit_scope import is_device_cache
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
+from .._frames import location
 from .._messages.audits import FIX_AUTOGRAD_RESULT, FIX_STORED, FIX_STORED_CONTAINER
 from .._messages.fix import (
     FIX_HAND_AUTOGRAD,
@@ -29,6 +33,8 @@ from .._messages.fix import (
     FIX_HAND_FINDING,
     FIX_HAND_GRAD,
     FIX_HAND_GRAD_EDIT,
+    FIX_HAND_MOVES_ITSELF,
+    FIX_HAND_MOVES_ITSELF_EDIT,
     FIX_HAND_NO_SLOT,
     FIX_HAND_NO_SLOT_EDIT,
     FIX_HAND_PARAMETER,
@@ -40,7 +46,7 @@ from .._walk import CONTAINERS, iter_modules, iter_tensors
 from .sites import Stores
 from .strays import ClassInfo, Kind, Site, Stray
 
-__all__ = ["collect"]
+__all__ = ["autoreg_keeps_complex", "collect"]
 
 
 def collect(
@@ -124,8 +130,56 @@ def _stray(
         kind = Kind.TENSORS
     if isinstance(module, AutoRegisterMixin):  # autoreg would move it: something else is wrong
         return hand(FIX_HAND_FINDING.format(**text), fix)
+    override = _moves_itself(cls)
+    if override is not None:  # its own code may move it already: moved twice once registered
+        method, where = override
+        reason = FIX_HAND_MOVES_ITSELF.format(method=method, where=where, **text)
+        return hand(reason, FIX_HAND_MOVES_ITSELF_EDIT.format(method=method, **text))
     container = type(value).__name__ if kind is Kind.TENSORS else ""
-    return Stray(classes, attribute, kind, sites, container)
+    complex_ = any(t.is_complex() for _, t in iter_tensors(value))
+    return Stray(classes, attribute, kind, sites, container, complex=complex_)
+
+
+# The methods that move a module's tensors: a class that overrides one moves what it keeps itself.
+MOVES: Final = ("to", "_apply", "cuda", "cpu", "half", "float", "double", "bfloat16", "type")
+
+
+def _moves_itself(cls: type) -> tuple[str, str] | None:
+    """The first method of ``MOVES`` a class of ``cls`` (outside torch and autoreg) defines, and
+    where (``file.py:line``); None if none does."""
+    for klass in cls.__mro__:
+        if klass.__module__.partition(".")[0] in ("torch", "autoreg", "builtins"):
+            continue
+        for method in MOVES:
+            function = vars(klass).get(method)
+            if function is None:
+                continue
+            code = getattr(inspect.unwrap(function), "__code__", None)
+            where = location(code.co_filename, code.co_firstlineno) if code else klass.__qualname__
+            return method, where
+    return None
+
+
+@functools.cache
+def autoreg_keeps_complex() -> bool:
+    """Whether an autoreg module keeps a complex tensor complex under ``.to(a real dtype)``, the
+    one it registers while it is built and the one it carries: what the base style relies on.
+    ``nn.Module`` casts a complex buffer to the real dtype and drops its imaginary part."""
+
+    class Probe(AutoRegisterMixin, nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.built = torch.ones(1, dtype=torch.complex64)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe = Probe()
+            probe.stored = torch.ones(1, dtype=torch.complex64)
+            probe.to(torch.float64)
+            return all(getattr(probe, name).is_complex() for name in ("built", "stored"))
+    except Exception:  # noqa: BLE001 - a core that refuses complex tensors does not keep them
+        return False
 
 
 def _wrappable(value: object) -> bool:

@@ -12,7 +12,15 @@ from typing import Literal, TypeAlias
 
 from .strays import ClassInfo
 
-__all__ = ["DeclareBuffer", "Edit", "HandEdit", "MakeAutoreg", "RegisterBuffer", "WrapModules"]
+__all__ = [
+    "DeclareBuffer",
+    "DeclarePlain",
+    "Edit",
+    "HandEdit",
+    "MakeAutoreg",
+    "RegisterBuffer",
+    "WrapModules",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,12 +35,23 @@ class MakeAutoreg:
 
 @dataclasses.dataclass(frozen=True)
 class RegisterBuffer:
-    """Buffer style: the store of ``attribute`` at ``lineno``, in a method of ``cls``, becomes
-    ``self.register_buffer("attribute", EXPR, persistent=False)``."""
+    """Buffer style: every store of ``attribute`` in the methods of ``cls`` (whole source, all
+    branches). A store in a method that runs while the module is built becomes
+    ``self.register_buffer("attribute", EXPR, persistent=False)`` (unless ``rewrite`` is False:
+    a ``DeclareBuffer`` registers the name); every other store must store what a buffer takes,
+    or it is listed.
+
+    ``lineno``: a store that ran during construction (0: none did). ``seen``: the line and kind
+    (as ``Site.value``) of each store that ran. ``built``: the methods that stored it during
+    construction.
+    """
 
     cls: ClassInfo
     attribute: str
     lineno: int
+    seen: tuple[tuple[int, str], ...] = ()
+    built: tuple[str, ...] = ()
+    rewrite: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +74,17 @@ class WrapModules:
     container: Literal["ModuleList", "ModuleDict"]
 
 
-Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules
+@dataclasses.dataclass(frozen=True)
+class DeclarePlain:
+    """Base style: ``attribute: autoreg.Plain`` in the body of ``cls``, if ``cls`` becomes an
+    autoreg class in this rewrite: autoreg then leaves the name a plain attribute (a complex
+    tensor that the core would cast to a real dtype)."""
+
+    cls: ClassInfo
+    attribute: str
+
+
+Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules | DeclarePlain
 
 
 @dataclasses.dataclass(frozen=True)

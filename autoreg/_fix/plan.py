@@ -12,13 +12,13 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, TypeAlias
 
 from .._messages.fix import (
+    FIX_HAND_COMPLEX,
+    FIX_HAND_COMPLEX_EDIT,
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
     FIX_HAND_HELPER,
     FIX_HAND_HELPER_EDIT,
     FIX_HAND_LIBRARY,
-    FIX_HAND_MIXED,
-    FIX_HAND_MIXED_EDIT,
     FIX_HAND_MODULES_AS_IS,
     FIX_HAND_MODULES_BASE,
     FIX_HAND_MODULES_EDIT,
@@ -29,7 +29,15 @@ from .._messages.fix import (
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
 )
-from .edits import DeclareBuffer, Edit, HandEdit, MakeAutoreg, RegisterBuffer, WrapModules
+from .edits import (
+    DeclareBuffer,
+    DeclarePlain,
+    Edit,
+    HandEdit,
+    MakeAutoreg,
+    RegisterBuffer,
+    WrapModules,
+)
 from .strays import ClassInfo, Kind, Site, Stray
 
 __all__ = ["Plan", "Style", "make_plan"]
@@ -55,14 +63,27 @@ class Plan:
 
 
 def make_plan(
-    strays: Iterable[Stray], style: Style, root: str, libraries: Sequence[str] = ()
+    strays: Iterable[Stray],
+    style: Style,
+    root: str,
+    libraries: Sequence[str] = (),
+    keeps_complex: bool = False,
 ) -> Plan:
     """The plan for ``strays`` in ``style``: only files under ``root`` and under none of
-    ``libraries`` (site-packages, the standard library) are edited."""
+    ``libraries`` (site-packages, the standard library) are edited. ``keeps_complex``: whether
+    autoreg keeps a complex tensor complex under ``.to(a real dtype)`` (``nn.Module`` does not:
+    the buffer style never registers one)."""
     plan = Plan()
     for stray in strays:
         if stray.kind is Kind.HAND:
             _hand(plan, stray, stray.reason, stray.edit)
+        elif stray.complex and (style == "buffer" or not keeps_complex):
+            edit = FIX_HAND_COMPLEX_EDIT.format(attribute=stray.attribute)
+            _hand(plan, stray, FIX_HAND_COMPLEX, edit)
+            if style == "base":  # if its class becomes autoreg's for another name: kept plain
+                cls = _storing_class(stray)
+                if cls.filename is not None:
+                    plan.add(cls.filename, DeclarePlain(cls, stray.attribute))
         elif style == "base":
             _plan_base(plan, stray, root, libraries)
         else:
@@ -77,15 +98,20 @@ def _plan_base(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) ->
         reason = FIX_HAND_MODULES_BASE.format(container=stray.container)
         _hand(plan, stray, reason, _modules_edit(stray))
         return
-    # Code outside the classes (a helper, setattr from outside) leaves the holder's class.
-    cls = next(
-        (c for site in stray.sites for c in stray.classes if c.holds(site)), stray.classes[0]
-    )
+    cls = _storing_class(stray)
     if _editable(plan, stray, cls, root, libraries):
         assert cls.filename is not None  # _editable
         torch_bases = [kind for kind in cls.bases if kind != "other"]
         replace = cls.bases.index("module") if torch_bases == ["module"] else None
         plan.add(cls.filename, MakeAutoreg(cls, replace))
+
+
+def _storing_class(stray: Stray) -> ClassInfo:
+    """The class whose code stores ``stray`` (code outside its classes, a helper or setattr
+    from outside, leaves the holder's class)."""
+    return next(
+        (c for site in stray.sites for c in stray.classes if c.holds(site)), stray.classes[0]
+    )
 
 
 def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:
@@ -107,16 +133,54 @@ def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
         stores = [site for site in built if site.value == "container"]
         for site, cls in _in_classes(plan, stray, stores, root, libraries):
             plan.add(site.filename, WrapModules(cls, attribute, site.lineno, container))
-    elif any(site.value == "tensor" for site in built):
-        if any(site.value not in ("tensor", "none") for site in built):
-            _hand(plan, stray, FIX_HAND_MIXED, FIX_HAND_MIXED_EDIT.format(attribute=attribute))
-            return
-        for site, cls in _in_classes(plan, stray, built, root, libraries):
-            plan.add(site.filename, RegisterBuffer(cls, attribute, site.lineno))
     else:
-        later = [site for site in stray.sites if not site.construction and site.value == "tensor"]
-        for site, cls in _in_classes(plan, stray, later[:1], root, libraries):
-            plan.add(site.filename, DeclareBuffer(cls, attribute, site.lineno))
+        _plan_tensor(plan, stray, root, libraries)
+
+
+def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:
+    """A tensor attribute, buffer style: every store of it in the source of its classes
+    (``RegisterBuffer``); registered as None in ``__init__`` (``DeclareBuffer``) when no method
+    of them stores it while the module is built (it is first stored at run time, or by a
+    helper outside the classes)."""
+    attribute = stray.attribute
+    inside = [s for s in stray.sites if any(c.holds(s) for c in stray.classes)]
+    helpers = [s for s in stray.sites if s not in inside]
+    declare = not any(s.construction for s in inside)
+    for site in helpers:  # a helper that stores it before it can be registered, or before
+        if site.construction and (not declare or not site.initialised):  # a register_buffer
+            _in_classes(plan, stray, [site], root, libraries)
+    if not inside and not helpers:
+        _hand(plan, stray, FIX_HAND_UNSEEN, FIX_HAND_UNSEEN_EDIT.format(attribute=attribute))
+        return
+    for cls in stray.classes:
+        mine = [s for s in inside if cls.holds(s)]
+        if not mine and not _quietly_editable(cls, root, libraries):
+            continue
+        if mine and not _editable(plan, stray, cls, root, libraries):
+            continue
+        assert cls.filename is not None
+        built = [s for s in mine if s.construction]
+        seen = tuple(dict.fromkeys((s.lineno, s.value) for s in mine))
+        methods = tuple(dict.fromkeys(s.function.rpartition(".")[2] for s in built))
+        lineno = built[0].lineno if built else 0
+        edit = RegisterBuffer(cls, attribute, lineno, seen, methods, rewrite=not declare)
+        plan.add(cls.filename, edit)
+    if declare:
+        later = [s for s in inside if not s.construction]
+        holder = next((c for c in stray.classes if later and c.holds(later[0])), stray.classes[0])
+        if _editable(plan, stray, holder, root, libraries):
+            assert holder.filename is not None
+            lineno = later[0].lineno if later else holder.lineno
+            plan.add(holder.filename, DeclareBuffer(holder, attribute, lineno))
+
+
+def _quietly_editable(cls: ClassInfo, root: str, libraries: Sequence[str]) -> bool:
+    """Whether ``fix`` may edit the file of ``cls`` (a class no store ran in: not listed)."""
+    return (
+        cls.filename is not None
+        and _under(cls.filename, root)
+        and not any(_under(cls.filename, lib) for lib in libraries)
+    )
 
 
 def _in_classes(

@@ -55,16 +55,18 @@ class Stores:
             code.f_code.co_qualname,
             _constructing(module, frame),
             _kind(value),
+            "_buffers" in module.__dict__,
         )
         if site not in sites:
             sites.append(site)
 
 
 @contextlib.contextmanager
-def record_stores() -> Iterator[Stores]:
+def record_stores(stores: Stores | None = None) -> Iterator[Stores]:
     """Record every store made inside the block through ``nn.Module.__setattr__`` or autoreg's
-    (an autoreg class stores some values without calling nn.Module's)."""
-    stores = Stores()
+    (an autoreg class stores some values without calling nn.Module's), into ``stores`` (a new
+    record if None)."""
+    stores = Stores() if stores is None else stores
     originals = {cls: cls.__dict__["__setattr__"] for cls in (nn.Module, AutoRegisterMixin)}
 
     def watch(original: Any) -> Any:
@@ -113,6 +115,10 @@ def _constructing(module: nn.Module, frame: FrameType | None) -> bool:
 
 
 def _kind(value: object) -> str:
+    if isinstance(value, nn.Parameter):
+        return "parameter"
+    if isinstance(value, nn.Module):
+        return "module"
     if isinstance(value, torch.Tensor):
         return "tensor"
     if value is None:

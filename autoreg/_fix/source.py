@@ -113,6 +113,18 @@ class Index(cst.CSTVisitor):
             and s.ancestors[-1] is function.body
         ]
 
+    def torch_names(self) -> frozenset[str]:
+        """The names the module binds to ``torch`` at its top level."""
+        names = set()
+        for node in _top_imports(self.module):
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    if dotted(alias.name) == "torch" or (
+                        dotted(alias.name).startswith("torch.") and alias.asname is None
+                    ):
+                        names.add(_bound(alias).partition(".")[0])
+        return frozenset(names)
+
     def torch_nn(self) -> tuple[str, bool]:
         """How the module spells ``torch.nn`` at its top level, and whether ``import torch``
         must be added for that spelling."""

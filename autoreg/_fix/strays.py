@@ -25,14 +25,16 @@ class Kind(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Site:
     """Where a value was stored on a module: ``filename:lineno``, in ``function`` (a qualified
-    name), during the module's construction or not, and what it stored: ``"tensor"``,
-    ``"none"``, ``"container"`` or ``"other"``."""
+    name), during the module's construction or not, what it stored (``"tensor"``,
+    ``"parameter"``, ``"module"``, ``"none"``, ``"container"`` or ``"other"``), and whether
+    ``nn.Module.__init__`` had run on the module by then (a buffer can be registered)."""
 
     filename: str
     lineno: int
     function: str
     construction: bool
     value: str
+    initialised: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +61,8 @@ class Stray:
     left out). ``sites``: where it was stored. ``container``: ``"list"``, ``"tuple"`` or
     ``"dict"`` for the container kinds, and whether it can become ``nn.ModuleList`` /
     ``nn.ModuleDict`` as it is (``wrappable``). ``reason`` and ``edit``: for ``Kind.HAND``, why
-    and what to write.
+    and what to write. ``complex``: it holds a complex tensor, which ``nn.Module``'s
+    ``.to(a real dtype)`` casts to that dtype once it is a buffer.
     """
 
     classes: tuple[ClassInfo, ...]
@@ -70,6 +73,7 @@ class Stray:
     wrappable: bool = False
     reason: str = ""
     edit: str = ""
+    complex: bool = False
 
     @property
     def name(self) -> str:

@@ -12,8 +12,9 @@ FIX_HELP: Final = "rewrite the classes that leave tensors behind (a diff; --writ
 FIX_DESCRIPTION: Final = (
     "Build and audit each TARGET, then rewrite the source of each class with findings (files "
     "under the current directory only), keeping every other line as it is. Without --write: "
-    "print the diff; exit 1 if it is not empty, 0 if nothing needs changing. With --write: apply "
-    "it, re-audit in a fresh process; exit 0 if clean, 1 if not. Exit 2: usage error."
+    "print the diff. With --write: apply it, then re-audit in a fresh process. Exit 0: "
+    "everything audited and nothing left; 1: a diff, an edit left to you, a finding or "
+    "something not audited; 2: usage error."
 )
 
 FIX_TARGET_HELP: Final = (
@@ -31,7 +32,7 @@ FIX_WRITE_HELP: Final = "rewrite the files, then re-audit"
 
 FIX_NO_LIBCST: Final = (
     "autoreg fix rewrites source with LibCST, which is not installed: "
-    'pip install "torch-autoreg[fix]"'
+    'pip install "torch-autoreg[fix]" (from a clone: pip install -e ".[fix]")'
 )
 
 FIX_HAND_GRAD: Final = (
@@ -98,6 +99,65 @@ FIX_HAND_MIXED: Final = (
 FIX_HAND_MIXED_EDIT: Final = (
     'self.register_buffer("{attribute}", value, persistent=False) where the tensor is stored; '
     "keep the other value under another name"
+)
+
+FIX_HAND_MOVES_ITSELF: Final = (
+    "{cls} overrides {method}() ({where}), which may move it already: autoreg fix cannot tell "
+    "what that code does, and registered, it would be moved twice"
+)
+
+FIX_HAND_MOVES_ITSELF_EDIT: Final = (
+    "register it yourself (register_buffer, or autoreg.Module) and take it out of {method}(), "
+    "or leave it to {method}()"
+)
+
+FIX_HAND_COMPLEX: Final = (
+    "a complex tensor: as a buffer, .to(a real dtype) would cast it to that dtype and drop its "
+    "imaginary part (a wrong result, with no error), so it stays a plain attribute, as before"
+)
+
+FIX_HAND_COMPLEX_EDIT: Final = (
+    "move it where forward uses it (self.{attribute}.to(x.device)); .to() leaves it where it is"
+)
+
+PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"
+
+FIX_HAND_OTHER_VALUE: Final = (
+    "stores {what} here, where register_buffer takes only a tensor or None"
+)
+
+FIX_A_PARAMETER: Final = "an nn.Parameter"
+
+FIX_NOT_A_TENSOR: Final = "a value that is not a tensor"
+
+FIX_HAND_NOT_RUN: Final = (
+    "not run when the model was built, and the source does not say that it stores a tensor or "
+    "None, all register_buffer takes"
+)
+
+FIX_HAND_NOT_RUN_EDIT: Final = (
+    'self.register_buffer("{attribute}", value, persistent=False) if it stores a tensor or None; '
+    "if not, keep that value under another name"
+)
+
+FIX_HAND_NOT_RUN_LATER: Final = (
+    "not run when the model was built and called once, and the source does not say that it "
+    "stores a tensor or None, all a buffer takes"
+)
+
+FIX_HAND_NOT_RUN_LATER_EDIT: Final = (
+    "store a tensor or None here (a buffer takes nothing else), or keep that value under "
+    "another name"
+)
+
+FIX_HAND_DELETED: Final = (
+    "deleted here: once it is a buffer, a later self.{attribute} = ... outside construction "
+    "stores a plain attribute again"
+)
+
+FIX_HAND_DELETED_EDIT: Final = (
+    "self.{attribute} = None instead of del (the name stays a buffer), or register it again "
+    "where it is stored"
 )
 
 FIX_HAND_UNSEEN: Final = (
@@ -203,6 +263,15 @@ FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
 FIX_FORWARD_STRAYS: Final = (
     "note: forward also makes {count} {tensors} on the default device or dtype, which autoreg "
     "fix does not rewrite: autoreg audit --forward lists them with their fixes."
+)
+
+FIX_NOT_AUDITED_FORWARD: Final = (
+    "autoreg fix: not audited: the tensors the forward of {target} makes ({reason})"
+)
+
+FIX_FORWARD_RAISED: Final = (
+    "autoreg fix: not audited: the state the forward of {target} stores (one call on the CPU "
+    "raised {error})"
 )
 
 FIX_NOTHING: Final = "autoreg fix: nothing to rewrite."

@@ -55,11 +55,6 @@ nn.Parameter, a constant does not, and only you know which
       self.temperature = nn.Parameter(...) if it is a weight to train; if not, create it with \
 requires_grad=False (or .detach() it)
 """
-_HELPER = """\
-  fixproj/rotary.py:10: Rotary.inv_freq: stored by init_tables(), outside the class
-      register it where it is stored: module.register_buffer("inv_freq", value, \
-persistent=False) in init_tables(), or self.register_buffer(...) in Rotary.__init__
-"""
 
 
 def hand_list(style: str, shift: int = 0) -> str:
@@ -68,8 +63,8 @@ def hand_list(style: str, shift: int = 0) -> str:
         entries = [_BLOCKS, _OFFSET, _TEMPERATURE]
         lines = [50, 54, 55]
     else:
-        entries = [_ANCHORS, _SETATTR, _OFFSET, _TEMPERATURE, _HELPER]
-        lines = [51, 53, 54, 55, 10]
+        entries = [_ANCHORS, _SETATTR, _OFFSET, _TEMPERATURE]
+        lines = [51, 53, 54, 55]
     text = "".join(e.format(line=n + shift) for e, n in zip(entries, lines, strict=True))
     return _HEADER.format(count=len(entries)) + text
 
@@ -88,7 +83,6 @@ LEFT = {
         "freq_1",
         "offset",
         "temperature",
-        "rotary.inv_freq",
     },
 }
 
@@ -191,6 +185,7 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_the_fixture_leaves_tensors_behind_before_the_fix(before: Any) -> None:
     """The checks below can fail: on the code as written, they see every stray."""
     assert set(before["left"]) == LEFT["base"] | LEFT["buffer"] | {
+        "rotary.inv_freq",
         "causal.mask",
         "head.bias_table",
         "recurrent.h",
@@ -207,10 +202,7 @@ def test_diff_only_prints_the_exact_diff_and_writes_nothing(
     status, out, err = fix(capsys, TARGET, "--style", style)
     assert (status, out) == (1, DIFFS[style])
     assert hand_list(style) in err
-    assert err.endswith(
-        f"autoreg fix: {3 if style == 'base' else 2} files would change (the diff above); "
-        "--write applies it.\n"
-    )
+    assert err.endswith("autoreg fix: 3 files would change (the diff above); --write applies it.\n")
     assert sources(project) == original
 
 
@@ -273,7 +265,7 @@ def test_a_second_run_changes_nothing(
     assert fix(capsys, TARGET, "--style", style, "--write")[0] == 1
     written = sources(project)
     status, out, err = fix(capsys, TARGET, "--style", style)
-    assert (status, out) == (0, "")
+    assert (status, out) == (1, "")  # nothing to rewrite, but edits are left: as --write says
     assert hand_list(style, shift=1 if style == "base" else 0) in err
     assert err.endswith("autoreg fix: nothing to rewrite.\n")
     assert sources(project) == written
@@ -332,7 +324,7 @@ def test_files_outside_the_working_directory_are_listed_never_edited(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     status, out, err = fix(capsys, TARGET)
-    assert (status, out) == (0, "")
+    assert (status, out) == (1, "")  # nothing rewritten, everything left to edit
     assert sources(project) == original
     outside = f"defined outside {elsewhere} (autoreg fix edits only files under the current"
     refused = [line for line in err.splitlines() if outside in line]
@@ -364,7 +356,7 @@ def test_a_missing_libcst_is_one_line_and_exit_status_2(project: Path) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         "python -m autoreg fix: error: autoreg fix rewrites source with LibCST, which is not "
-        'installed: pip install "torch-autoreg[fix]"\n'
+        'installed: pip install "torch-autoreg[fix]" (from a clone: pip install -e ".[fix]")\n'
     )
 
 

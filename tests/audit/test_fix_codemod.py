@@ -168,7 +168,8 @@ REFUSED = {
         "not stored by a plain `self.mask = value` statement",
     ),
     "setattr": (
-        INIT + "        super().__init__()\n        setattr(self, 'mask', torch.ones(2))\n",
+        INIT + "        super().__init__()\n        name = 'mask'\n"
+        "        setattr(self, name, torch.ones(2))\n",
         "stored through setattr(), under a computed name",
     ),
 }
@@ -177,7 +178,7 @@ REFUSED = {
 @pytest.mark.parametrize("case", list(REFUSED), ids=list(REFUSED))
 def test_a_store_it_cannot_rewrite_safely_is_listed_not_guessed(case: str) -> None:
     source, reason = REFUSED[case]
-    lineno = line_of(source, "'mask'" if case == "setattr" else "self.mask")
+    lineno = line_of(source, "setattr(" if case == "setattr" else "self.mask")
     code, hand = run(source, RegisterBuffer(cls(source), "mask", lineno))
     assert code == source
     assert hand == [f"{lineno}: A.mask: {reason}"]
@@ -308,13 +309,54 @@ def test_a_class_outside_the_project_is_listed_not_edited(filename: str, reason:
 
 
 def test_buffer_style_lists_a_name_stored_as_a_tensor_and_as_something_else() -> None:
-    info = _info("A", "/p/a.py", 1, 10)
-    sites = (
-        Site("/p/a.py", 3, "A.__init__", True, "other"),
-        Site("/p/a.py", 4, "A.__init__", True, "tensor"),
+    source = INIT + (
+        "        super().__init__()\n        self.scale = 1.0\n        self.scale = torch.ones(2)\n"
     )
-    plan = make_plan([Stray((info,), "scale", Kind.TENSOR, sites)], "buffer", "/p")
-    assert plan.edits == {}
-    assert [(h.lineno, h.reason.split(",")[0]) for h in plan.hand] == [
-        (3, "stored both as a tensor and as another value while the model is built")
+    info = cls(source)
+    first, second = line_of(source, "= 1.0"), line_of(source, "torch.ones")
+    edit = RegisterBuffer(
+        info, "scale", second, ((first, "other"), (second, "tensor")), ("__init__",)
+    )
+    code, hand = run(source, edit)
+    assert hand == [
+        f"{first}: A.scale: stores a value that is not a tensor here, where register_buffer takes "
+        "only a tensor or None"
     ]
+    assert code == source.replace(
+        "self.scale = torch.ones(2)",
+        'self.register_buffer("scale", torch.ones(2), persistent=False)',
+    )
+
+
+def test_writes_into_the_tensor_are_not_stores_of_the_attribute() -> None:
+    source = INIT + (
+        "        super().__init__()\n"
+        "        self.mask = torch.zeros(4)\n"
+        "        self.mask.requires_grad = False\n"
+        "        self.mask[0::2] = 1.0\n"
+        "        self.a, self.b = self.mask.chunk(2)\n"
+    )
+    lineno = line_of(source, "self.mask = ")
+    code, hand = run(source, RegisterBuffer(cls(source), "mask", lineno, built=("__init__",)))
+    assert hand == []
+    assert code == source.replace(
+        "self.mask = torch.zeros(4)",
+        'self.register_buffer("mask", torch.zeros(4), persistent=False)',
+    )
+
+
+def test_a_store_that_did_not_run_and_may_be_a_weight_is_listed() -> None:
+    source = INIT + (
+        "        super().__init__()\n"
+        "        if True:\n"
+        "            self.w = torch.zeros(2)\n"
+        "        else:\n"
+        "            self.w = torch.zeros(2, requires_grad=True)\n"
+    )
+    lineno = line_of(source, "self.w = torch.zeros(2)")
+    code, hand = run(source, RegisterBuffer(cls(source), "w", lineno, built=("__init__",)))
+    assert hand == [
+        f"{lineno + 2}: A.w: not run when the model was built, and the source does not say that "
+        "it stores a tensor or None, all register_buffer takes"
+    ]
+    assert code.count("register_buffer") == 1

@@ -1,0 +1,45 @@
+"""The re-audit of ``autoreg fix --write``: every target audited again in one fresh process.
+
+``python -m autoreg._fix.reaudit '[["pkg.mod:build", true], ...]'`` runs, for each target,
+what ``autoreg audit TARGET [--forward]`` runs (the same code, the same report and exit status),
+and prints one JSON list: each target's report, status and usage error. A fresh process,
+because the rewritten files must be imported anew (importing a user's modules a second time in
+one process is not sound); one process for all targets, so that torch and the project are
+imported once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+
+from .. import _audit_cli
+from .._target import EXIT_USAGE, UsageError
+
+__all__ = ["main"]
+
+
+def main(argv: list[str]) -> None:
+    """Audit each ``[target, forward]`` of the JSON list ``argv[0]``; print the results."""
+    results = []
+    for target, forward in json.loads(argv[0]):
+        args = argparse.Namespace(
+            target=target, json=False, forward=forward, train=False, eval=False
+        )
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                status, error = _audit_cli.run(args), ""
+        except UsageError as usage:
+            status, error = EXIT_USAGE, str(usage)
+        results.append(
+            {"target": target, "report": out.getvalue(), "status": status, "error": error}
+        )
+    sys.stdout.write(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

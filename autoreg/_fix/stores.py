@@ -1,0 +1,497 @@
+"""Every store of one attribute in a class's source, and what each stores, as far as the source
+says: the whole-source half of the buffer style.
+
+The factory ran one configuration: ``sites`` knows the stores that ran and what they stored. A
+class's source also has the stores that did not run (the other branch of ``if logscale:``, a
+method the factory never called). ``stores_of`` finds them all in the class's methods
+(``self.x = v``, ``self.x: T = v``, ``setattr(self, "x", v)``, ``self.x += v``, ``del self.x``,
+and ``self.x`` among several targets); ``value_kind`` says what a value expression is when the
+source alone tells: a tensor (a ``torch`` factory, arithmetic on one, a tensor method of one, a
+local variable only ever bound to one), ``None``, an ``nn.Parameter``, a literal that is no
+tensor, or unknown. ``construction_methods`` are the methods that run while the module is built:
+``__init__`` (and the other construction methods), every method they call through ``self``, and
+those that ran during construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Final, Literal, TypeAlias
+
+import libcst as cst
+import libcst.matchers as m
+
+from .source import Index, Statement, dotted, literal, self_name_of
+
+__all__ = ["Store", "construction_methods", "stores_of", "value_kind"]
+
+Form: TypeAlias = Literal["assign", "setattr", "augmented", "several", "delete"]
+Kind: TypeAlias = Literal["tensor", "none", "parameter", "other"]
+
+CONSTRUCTION: Final = frozenset({"__init__", "__post_init__", "__attrs_post_init__"})
+
+# torch functions that return one tensor (a tuple-returning one, such as torch.split, is not here).
+TENSOR_FUNCTIONS: Final = frozenset(
+    [
+        "tensor",
+        "as_tensor",
+        "from_numpy",
+        "zeros",
+        "ones",
+        "full",
+        "empty",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tril",
+        "triu",
+        "cat",
+        "concat",
+        "stack",
+        "hstack",
+        "vstack",
+        "outer",
+        "polar",
+        "complex",
+        "exp",
+        "exp2",
+        "log",
+        "log2",
+        "log10",
+        "sin",
+        "cos",
+        "tan",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "where",
+        "clamp",
+        "clip",
+        "cumsum",
+        "cumprod",
+        "matmul",
+        "mm",
+        "bmm",
+        "einsum",
+        "abs",
+        "sigmoid",
+        "tanh",
+        "softmax",
+        "view_as_complex",
+        "view_as_real",
+        "flip",
+        "roll",
+        "diag",
+        "diag_embed",
+        "kron",
+        "bernoulli",
+        "normal",
+        "multinomial",
+        "floor",
+        "ceil",
+        "round",
+        "maximum",
+        "minimum",
+        "sign",
+        "reciprocal",
+        "erf",
+        "atan2",
+        "tile",
+        "repeat_interleave",
+        "gather",
+        "index_select",
+        "masked_fill",
+        "narrow",
+        "reshape",
+        "flatten",
+        "squeeze",
+        "unsqueeze",
+        "transpose",
+        "permute",
+        "t",
+        "clone",
+        "triu_indices",
+        "tril_indices",
+        "cartesian_prod",
+        "sum",
+        "mean",
+        "prod",
+        "logsumexp",
+        "norm",
+        "cdist",
+        "hann_window",
+        "hamming_window",
+        "blackman_window",
+        "bartlett_window",
+        "kaiser_window",
+        "Tensor",
+        "FloatTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "BFloat16Tensor",
+        "LongTensor",
+        "IntTensor",
+        "ShortTensor",
+        "ByteTensor",
+        "CharTensor",
+        "BoolTensor",
+    ]
+)
+
+# Tensor methods that return a tensor. Those also on nn.Module (to, float, cuda, ...) are trusted
+# only on a value already known to be a tensor.
+TENSOR_METHODS: Final = frozenset(
+    [
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "long",
+        "int",
+        "bool",
+        "byte",
+        "short",
+        "char",
+        "cfloat",
+        "cdouble",
+        "to",
+        "cuda",
+        "cpu",
+        "type",
+        "type_as",
+        "detach",
+        "clone",
+        "contiguous",
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "expand",
+        "expand_as",
+        "repeat",
+        "repeat_interleave",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "unsqueeze",
+        "transpose",
+        "permute",
+        "t",
+        "tril",
+        "triu",
+        "flip",
+        "roll",
+        "exp",
+        "log",
+        "sin",
+        "cos",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "abs",
+        "neg",
+        "sigmoid",
+        "tanh",
+        "softmax",
+        "log_softmax",
+        "cumsum",
+        "cumprod",
+        "clamp",
+        "clip",
+        "fill_",
+        "zero_",
+        "normal_",
+        "uniform_",
+        "masked_fill",
+        "masked_fill_",
+        "index_select",
+        "gather",
+        "narrow",
+        "matmul",
+        "mm",
+        "outer",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "mul_",
+        "add_",
+        "sub_",
+        "div_",
+        "square",
+        "reciprocal",
+        "sign",
+        "round",
+        "floor",
+        "ceil",
+    ]
+)
+_ARITHMETIC: Final = (
+    cst.Add,
+    cst.Subtract,
+    cst.Multiply,
+    cst.Divide,
+    cst.FloorDivide,
+    cst.Modulo,
+    cst.Power,
+    cst.MatrixMultiply,
+    cst.BitAnd,
+    cst.BitOr,
+    cst.BitXor,
+    cst.LeftShift,
+    cst.RightShift,
+)
+_LITERALS: Final = (
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.List,
+    cst.Tuple,
+    cst.Dict,
+    cst.Set,
+    cst.ListComp,
+    cst.SetComp,
+    cst.DictComp,
+    cst.GeneratorExp,
+    cst.Lambda,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Store:
+    """One store of the attribute: its line, the small statement, the class's method it is in
+    (and the method's ``self``), its form, the value stored (None for ``+=`` and ``del``), and
+    whether it is in a function nested in the method or in a loop."""
+
+    statement: Statement
+    small: cst.BaseSmallStatement
+    method: cst.FunctionDef
+    self_name: str
+    form: Form
+    value: cst.BaseExpression | None
+    nested: bool
+    loop: bool
+
+
+def stores_of(index: Index, cls: cst.ClassDef, attribute: str) -> list[Store]:
+    """Every store of ``self.<attribute>`` in the methods of ``cls`` (not in nested classes)."""
+    found = []
+    for statement in index.statements:
+        if cls not in statement.ancestors:
+            continue
+        inner = statement.between(cls)
+        if len(inner) < 2 or not isinstance(inner[1], cst.FunctionDef):
+            continue  # the class body itself, or not in a method
+        if any(isinstance(n, cst.ClassDef) for n in inner):
+            continue
+        method = inner[1]
+        self_name = self_name_of(method)
+        if self_name is None:
+            continue
+        nested = any(isinstance(n, (cst.FunctionDef, cst.Lambda)) for n in inner[2:])
+        loop = any(isinstance(n, (cst.For, cst.While)) for n in inner)
+        for small in statement.node.body:
+            for form, value in _forms(small, self_name, attribute):
+                found.append(Store(statement, small, method, self_name, form, value, nested, loop))
+    return found
+
+
+def _forms(
+    small: cst.BaseSmallStatement, self_name: str, attribute: str
+) -> Iterator[tuple[Form, cst.BaseExpression | None]]:
+    target = m.Attribute(value=m.Name(self_name), attr=m.Name(attribute))
+
+    def stores(node: cst.BaseExpression) -> bool:
+        """Whether assigning to ``node`` stores ``self.<attribute>`` (not ``self.x[i]``,
+        not ``self.x.y``)."""
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return any(stores(element.value) for element in node.elements)
+        if isinstance(node, cst.StarredElement):
+            return stores(node.value)
+        return m.matches(node, target)
+
+    if isinstance(small, cst.Assign):
+        if len(small.targets) == 1 and m.matches(small.targets[0].target, target):
+            yield "assign", small.value
+        elif any(stores(t.target) for t in small.targets):
+            yield "several", small.value
+    elif isinstance(small, cst.AnnAssign):
+        if small.value is not None and m.matches(small.target, target):
+            yield "assign", small.value
+    elif isinstance(small, cst.AugAssign):
+        if m.matches(small.target, target):
+            yield "augmented", None
+    elif isinstance(small, cst.Del):
+        if stores(small.target):
+            yield "delete", None
+    elif isinstance(small, cst.Expr) and m.matches(
+        small.value,
+        m.Call(func=m.Name("setattr"), args=[m.Arg(m.Name(self_name)), m.Arg(), m.Arg()]),
+    ):
+        call = small.value
+        assert isinstance(call, cst.Call)
+        name = call.args[1].value
+        if isinstance(name, cst.SimpleString) and literal(name.value) == attribute:
+            yield "setattr", call.args[2].value
+
+
+def construction_methods(cls: cst.ClassDef, ran: set[str]) -> set[str]:
+    """The methods of ``cls`` that run while the module is built: the construction methods,
+    ``ran`` (methods seen storing during construction), and what they call through ``self``."""
+    methods = {node.name.value: node for node in cls.body.body if isinstance(node, cst.FunctionDef)}
+    found = set()
+    todo = [name for name in (CONSTRUCTION | ran) if name in methods]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        self_name = self_name_of(methods[name])
+        if self_name is None:
+            continue
+        call = m.Call(func=m.Attribute(value=m.Name(self_name)))
+        for node in m.findall(methods[name], call):
+            callee = node.func.attr.value  # type: ignore[attr-defined]
+            if callee in methods and callee not in found:
+                todo.append(callee)
+    return found
+
+
+def value_kind(
+    value: cst.BaseExpression,
+    method: cst.FunctionDef,
+    self_name: str,
+    attribute: str,
+    torch_names: frozenset[str],
+    depth: int = 0,
+) -> Kind | None:
+    """What ``value`` stores, when the source alone says it (None: unknown). ``torch_names``:
+    the names the file binds to the torch module."""
+
+    def kind(node: cst.BaseExpression) -> Kind | None:
+        return value_kind(node, method, self_name, attribute, torch_names, depth + 1)
+
+    if depth > 20:
+        return None
+    if isinstance(value, cst.Name):
+        if value.value == "None":
+            return "none"
+        if value.value in ("True", "False"):
+            return "other"
+        return _local(value.value, method, kind)
+    if isinstance(value, _LITERALS):
+        return "other"
+    if m.matches(value, m.Attribute(value=m.Name(self_name), attr=m.Name(attribute))):
+        return "tensor"  # the buffer itself
+    if isinstance(value, cst.Call):
+        return _call(value, kind, torch_names)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _ARITHMETIC):
+        return "tensor" if "tensor" in (kind(value.left), kind(value.right)) else None
+    if isinstance(value, cst.UnaryOperation) and not isinstance(value.operator, cst.Not):
+        return "tensor" if kind(value.expression) == "tensor" else None
+    if isinstance(value, cst.Subscript):
+        return "tensor" if kind(value.value) == "tensor" else None
+    if isinstance(value, cst.IfExp):
+        both = {kind(value.body), kind(value.orelse)}
+        return "tensor" if both <= {"tensor", "none"} and "tensor" in both else None
+    return None
+
+
+def _call(
+    call: cst.Call, kind: Callable[[cst.BaseExpression], Kind | None], torch_names: frozenset[str]
+) -> Kind | None:
+    if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
+        return None  # a weight, maybe: what the factory ran is judged, not this
+    func = call.func
+    name = dotted(func)
+    if name == "Parameter" or name.endswith("nn.Parameter"):
+        return "parameter"
+    head, _, last = name.partition(".")
+    if head in torch_names and last in TENSOR_FUNCTIONS:
+        return "tensor"
+    if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
+        method = func.attr.value
+        if method == "type" and not call.args:
+            return "other"  # the type's name, a string
+        if kind(func.value) == "tensor" or method in _TENSOR_ONLY:
+            return "tensor"
+    return None
+
+
+# Methods only tensors have (neither nn.Module nor numpy arrays): the value is a tensor whatever
+# the receiver's source says.
+_TENSOR_ONLY: Final = frozenset(
+    [
+        "detach",
+        "type_as",
+        "contiguous",
+        "unsqueeze",
+        "masked_fill",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+    ]
+)
+
+
+def _local(
+    name: str, method: cst.FunctionDef, kind: Callable[[cst.BaseExpression], Kind | None]
+) -> Kind | None:
+    """A local variable of ``method``: what every value bound to it is, if they all agree."""
+    params = method.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    if name in names:
+        return None
+    kinds: set[Kind | None] = set()
+    for node in m.findall(method, m.Assign() | m.AnnAssign() | m.For() | m.NamedExpr()):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    kinds.add(kind(node.value))
+                elif _binds(target.target, name):
+                    return None  # unpacked from something
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None and _binds(node.target, name):
+                kinds.add(kind(node.value))
+        elif _binds(node.target, name):  # type: ignore[attr-defined]
+            return None  # a loop variable, a walrus
+    if len(kinds) != 1 or None in kinds:
+        return None
+    return kinds.pop()
+
+
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    """Whether assigning to ``target`` binds the local ``name``."""
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds(element.value, name) for element in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _binds(target.value, name)
+    return False

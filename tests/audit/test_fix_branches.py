@@ -1,0 +1,221 @@
+"""``autoreg fix`` is a whole-source codemod: every store of a migrated name in the class (every
+branch, every method that runs while the module is built) is rewritten, or listed for a hand edit
+when it cannot be; the factory ran only one configuration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .fix_support import Project, project
+
+__all__ = ["project"]
+
+# A NeRF-style embedding: the factory takes one branch, the default configuration the other.
+BANDS = """\
+import torch
+from torch import nn
+
+
+class Embedding(nn.Module):
+    def __init__(self, n, logscale=True):
+        super().__init__()
+        if logscale:
+            self.freq_bands = 2 ** torch.linspace(0, n - 1, n)
+        else:
+            self.freq_bands = torch.linspace(1, 2 ** (n - 1), n)
+
+    def forward(self, x):
+        return torch.cat([torch.sin(f * x) for f in self.freq_bands], -1)
+
+
+def build(logscale=False):
+    return Embedding(4, logscale), (torch.ones(2, 3),)
+
+
+def other():
+    return build(logscale=True)
+"""
+
+
+def _added(out: str) -> list[str]:
+    return [line[1:].strip() for line in out.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+
+
+def test_both_branches_are_rewritten(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: only the branch the factory ran (the else branch) was rewritten."""
+    project.write("m", BANDS)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == [
+        'self.register_buffer("freq_bands", 2 ** torch.linspace(0, n - 1, n), persistent=False)',
+        'self.register_buffer("freq_bands", torch.linspace(1, 2 ** (n - 1), n), persistent=False)',
+    ]
+    assert "left for you to edit" not in err
+
+
+CHECK = """\
+import sys
+import autoreg
+from {package}.m import {factory}
+model, _ = {factory}()
+model.double()
+print(sorted(f.path for f in autoreg.find_unregistered(model)))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_the_configuration_the_factory_did_not_build_leaves_nothing_behind(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    project.write("m", BANDS)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 0, err
+    for factory in ("build", "other"):
+        code = CHECK.format(package=project.name, factory=factory)
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=project.root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        assert result.stdout == "[]\n", (factory, result.stderr)
+
+
+# Soft actor-critic: the factory passes an action space; without one, the scale is a float.
+POLICY = """\
+import torch
+from torch import nn
+
+
+class Policy(nn.Module):
+    def __init__(self, low=None, high=None):
+        super().__init__()
+        self.mean = nn.Linear(3, 2)
+        if low is None:
+            self.action_scale = 1.0
+            self.action_bias = torch.tensor(0.0)
+        else:
+            self.action_scale = torch.FloatTensor((high - low) / 2.0)
+            self.action_bias = torch.FloatTensor((high + low) / 2.0)
+
+    def forward(self, x):
+        return torch.tanh(self.mean(x)) * self.action_scale + self.action_bias
+
+
+def build():
+    import numpy as np
+
+    return Policy(np.zeros(2), np.ones(2)), (torch.ones(1, 3),)
+"""
+
+
+@pytest.mark.slow
+def test_a_branch_that_stores_no_tensor_is_listed_and_write_cannot_end_clean(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the float branch was neither rewritten nor listed; --write exited 0."""
+    source = project.write("m", POLICY).read_text()
+    target = f"{project.name}.m:build"
+    status, out, err = project.fix(capsys, target, "--style", "buffer")
+    assert status == 1
+    assert _added(out) == [
+        'self.register_buffer("action_bias", torch.tensor(0.0), persistent=False)',
+        'self.register_buffer("action_scale", torch.FloatTensor((high - low) / 2.0), '
+        "persistent=False)",
+        'self.register_buffer("action_bias", torch.FloatTensor((high + low) / 2.0), '
+        "persistent=False)",
+    ]
+    line = source.splitlines().index("            self.action_scale = 1.0") + 1
+    assert (
+        f"  {project.name}/m.py:{line}: Policy.action_scale: stores a value that is not a tensor "
+        "here, where register_buffer takes only a tensor or None\n"
+    ) in err
+    status, _, err = project.fix(capsys, target, "--style", "buffer", "--write")
+    assert "is now clean" in err  # the re-audit sees only the configuration the factory built
+    assert status == 1  # ... and the branch left is not forgotten
+
+
+STORES = """\
+import torch
+from torch import nn
+
+
+def make(n):
+    return torch.ones(n)
+
+
+class Net(nn.Module):
+    def __init__(self, kind="ones"):
+        super().__init__()
+        if kind == "ones":
+            self._ones()
+        elif kind == "helper":
+            self.table = make(3)
+        elif kind == "weight":
+            self.table = nn.Parameter(torch.ones(3))
+        else:
+            self._arange()
+
+    def _ones(self):
+        self.table = torch.ones(3)
+
+    def _arange(self):
+        table = torch.arange(3.0)
+        self.table = table
+
+    def reset(self):
+        self.table = [0.0, 0.0, 0.0]
+
+    def forget(self):
+        del self.table
+
+    def refresh(self, x):
+        self.table = x.mean(0)
+
+    def forward(self, x):
+        return x * self.table
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+
+def test_every_store_in_the_class_is_rewritten_or_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = project.write("m", STORES).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    # The method __init__ ran and the one it did not call: both build the module.
+    assert _added(out) == [
+        'self.register_buffer("table", torch.ones(3), persistent=False)',
+        'self.register_buffer("table", table, persistent=False)',
+    ]
+
+    def at(text: str) -> str:
+        return f"{project.name}/m.py:{source.splitlines().index(text) + 1}: Net.table: "
+
+    listed = [line.strip() for line in err.splitlines() if "Net.table" in line]
+    assert listed == [
+        at("            self.table = make(3)")
+        + "not run when the model was built, and the source does not say that it stores a "
+        "tensor or None, all register_buffer takes",
+        at("            self.table = nn.Parameter(torch.ones(3))")
+        + "stores an nn.Parameter here, where register_buffer takes only a tensor or None",
+        at("        self.table = [0.0, 0.0, 0.0]")
+        + "stores a value that is not a tensor here, where register_buffer takes only a tensor "
+        "or None",
+        at("        del self.table")
+        + "deleted here: once it is a buffer, a later self.table = ... outside construction "
+        "stores a plain attribute again",
+        at("        self.table = x.mean(0)")
+        + "not run when the model was built and called once, and the source does not say that "
+        "it stores a tensor or None, all a buffer takes",
+    ]

@@ -1,0 +1,134 @@
+"""``autoreg fix`` never introduces a wrong result: a complex tensor is never registered where
+``.to(a real dtype)`` would cast it, and a class that moves its tensors itself (its own ``to()``
+or ``_apply``) is listed, not rewritten."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import autoreg
+from autoreg._fix import cli
+from autoreg._fix.collect import autoreg_keeps_complex
+
+from .fix_support import Project, project
+
+__all__ = ["project"]
+
+ROTARY = '''\
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    """Rotates pairs of features."""
+
+    def __init__(self, dim, length):
+        super().__init__()
+        angles = torch.outer(torch.arange(length).float(), torch.rand(dim // 2))
+        self.freqs = torch.polar(torch.ones_like(angles), angles)
+        self.scale = torch.ones(dim)
+
+    def forward(self, x):
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        out = torch.view_as_real(pairs * self.freqs[: x.shape[-2]]).flatten(-2)
+        return out.type_as(x) * self.scale
+
+
+def build():
+    return Rotary(4, 8), (torch.rand(3, 4),)
+'''
+
+LISTED = (
+    "Rotary.freqs: a complex tensor: as a buffer, .to(a real dtype) would cast it to that dtype "
+    "and drop its imaginary part (a wrong result, with no error), so it stays a plain attribute, "
+    "as before"
+)
+
+
+def _added(out: str) -> list[str]:
+    return [line[1:].strip() for line in out.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+
+
+def test_the_buffer_style_never_registers_a_complex_tensor(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: register_buffer("freqs", ...), which .to(torch.bfloat16) casts to bfloat16."""
+    project.write("m", ROTARY)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == ['self.register_buffer("scale", torch.ones(dim), persistent=False)']
+    assert f"{project.name}/m.py:11: {LISTED}" in err
+
+
+@pytest.mark.parametrize("keeps", [False, True], ids=["autoreg-casts", "autoreg-keeps"])
+def test_the_base_style_keeps_a_complex_tensor_plain_where_autoreg_would_cast_it(
+    project: Project,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    keeps: bool,
+) -> None:
+    monkeypatch.setattr(cli, "autoreg_keeps_complex", lambda: keeps)
+    project.write("m", ROTARY)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build")
+    assert status == 1
+    plain = "freqs: autoreg.Plain  # complex: .to(a real dtype) would drop its imaginary part"
+    assert _added(out) == [
+        "import autoreg",
+        "class Rotary(autoreg.Module):",
+        *([] if keeps else [plain]),
+    ]
+    assert (LISTED in err) is not keeps
+
+
+def test_the_probe_says_what_autoreg_does_with_a_complex_tensor() -> None:
+    class Table(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.freqs = torch.polar(torch.ones(2), torch.ones(2))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nn.Module warns when it drops the imaginary part
+        table = Table().to(torch.bfloat16)
+    assert table.freqs.is_complex() is autoreg_keeps_complex()
+
+
+POLICY = """\
+import torch
+from torch import nn
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mean = nn.Linear(3, 2)
+        self.action_scale = torch.tensor(2.0)
+
+    def forward(self, x):
+        return torch.tanh(self.mean(x)) * self.action_scale
+
+    def to(self, device):
+        self.action_scale = self.action_scale.to(device)
+        return super().to(device)
+
+
+def build():
+    return Policy(), (torch.ones(1, 3),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_class_that_moves_its_tensors_itself_is_listed_not_rewritten(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """Before: the class was rewritten, and its to() then moved the tensor a second time."""
+    project.write("m", POLICY)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", style)
+    assert (status, out) == (1, "")
+    assert (
+        f"  {project.name}/m.py:9: Policy.action_scale: Policy overrides to() "
+        f"({project.name}/m.py:14), which may move it already: autoreg fix cannot tell what that "
+        "code does, and registered, it would be moved twice\n"
+    ) in err

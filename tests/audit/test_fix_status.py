@@ -1,0 +1,192 @@
+"""``autoreg fix``'s exit status, one rule with ``autoreg audit``: 0 when everything was audited
+and nothing is left, 1 when something is found, changed, left to edit or not audited, 2 for a
+usage error. The dry run exits as ``--write`` would on the same unchanged code, and what the
+forward audit cannot run does not stop the attribute fixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoreg._errors import ForwardAuditError
+from autoreg._fix import analyse
+
+from .fix_support import Project, project
+
+__all__ = ["project"]
+
+# A weight that requires grad: listed for a hand edit, nothing to rewrite.
+WEIGHT = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.ones(3, requires_grad=True)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+# Forward makes a tensor on the default device: found by the forward audit, never rewritten.
+MADE = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.proj(x) + torch.ones(3)
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+CLEAN = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+UNCHANGED = {"clean": (CLEAN, 0), "hand-edit": (WEIGHT, 1), "made-by-forward": (MADE, 1)}
+
+
+@pytest.mark.parametrize("case", list(UNCHANGED), ids=list(UNCHANGED))
+def test_the_dry_run_exits_as_write_does_on_code_it_does_not_change(
+    project: Project, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """Before: the dry run exited 0 where --write exited 1 after a re-audit (hand-edit)."""
+    source, expected = UNCHANGED[case]
+    project.write("m", source)
+    target = f"{project.name}.m:build"
+    dry = project.fix(capsys, target)
+    written = project.fix(capsys, target, "--write")
+    assert (dry[0], dry[1], written[0], written[1]) == (expected, "", expected, "")
+    assert project.read("m") == source
+    assert "autoreg fix: nothing to rewrite.\n" in dry[2]
+    # Nothing was rewritten: the audit of this run is the answer, no second one.
+    assert "re-auditing" not in written[2]
+
+
+def test_a_hand_edit_is_listed_and_the_status_is_1(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project.write("m", WEIGHT)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build")
+    assert status == 1
+    assert "1 left for you to edit" in err
+    assert "Net.scale: requires grad" in err
+
+
+# A mask built in __init__, a state forward stores: both fixed without the forward audit.
+STATEFUL = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        self.last = x.detach()
+        return self.proj(x) * self.mask
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+
+def _audit_cannot_run(*args: object, **kwargs: object) -> None:
+    raise ForwardAuditError(
+        "the forward of Net raised on the meta device, at m.py:12: NotImplementedError: no "
+        "meta kernel\nThe audit runs one forward on meta, which has no values.",
+        [],
+    )
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_the_attribute_fixes_are_written_when_the_forward_audit_cannot_run(
+    project: Project,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    style: str,
+) -> None:
+    """Before: exit 2 and nothing written."""
+    monkeypatch.setattr(analyse, "audit_forward", _audit_cannot_run)
+    project.write("m", STATEFUL)
+    target = f"{project.name}.m:build"
+    status, out, err = project.fix(capsys, target, "--style", style)
+    assert status == 1
+    expected = {
+        "base": ["+import autoreg", "+class Net(autoreg.Module):"],
+        "buffer": [
+            '+        self.register_buffer("last", None, persistent=False)',
+            '+        self.register_buffer("mask", torch.ones(3), persistent=False)',
+        ],
+    }[style]
+    added = [line for line in out.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+    assert added == expected
+    not_audited = [line for line in err.splitlines() if "not audited" in line]
+    assert not_audited == [
+        f"autoreg fix: not audited: the tensors the forward of {target} makes (the forward of "
+        "Net raised on the meta device, at m.py:12: NotImplementedError: no meta kernel)"
+    ]
+
+
+RAISES = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        raise RuntimeError("needs a GPU")
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_forward_that_raises_leaves_the_attribute_fixes_and_says_so(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project.write("m", RAISES)
+    target = f"{project.name}.m:build"
+    status, out, err = project.fix(capsys, target, "--style", "buffer")
+    assert status == 1
+    assert '+        self.register_buffer("mask", torch.ones(3), persistent=False)' in out
+    assert (
+        f"autoreg fix: not audited: the state the forward of {target} stores (one call on the "
+        f"CPU raised RuntimeError: needs a GPU (at {project.name}/m.py:11))"
+    ) in err.splitlines()
