@@ -62,8 +62,8 @@ __all__ = [
     "decide",
 ]
 
-# What nn.Module refuses for a buffer: not a tensor, not None, no __torch_function__ (a torch.fx
-# Proxy while symbolic_trace runs forward).
+# What nn.Module refuses for a buffer: not a tensor, not None, a type without __torch_function__
+# (a torch.fx Proxy has it, while symbolic_trace runs forward; _facts reads it from the type).
 _REFUSED_BY_BUFFERS: Final = (CONTAINER, OTHER)  # a tuple: see _facts.TENSORS
 
 

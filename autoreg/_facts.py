@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 import torch
 from torch import nn
@@ -39,6 +39,7 @@ __all__ = [
     "Kind",
     "Registry",
     "Situation",
+    "defines_torch_function",
     "kind_of",
     "situation",
     "slot_kind",
@@ -55,7 +56,7 @@ class Kind(enum.IntEnum):  # IntEnum: hashed in C, situations are dictionary key
     GRAD_RESULT = 4  # an autograd result: a non-leaf tensor that requires grad
     CONTAINER = 5  # a list, tuple or dict
     NONE = 6  # None
-    TRACED = 7  # a value with __torch_function__ (a torch.fx Proxy)
+    TRACED = 7  # for a buffer's name: a value whose type defines __torch_function__ (an fx Proxy)
     OTHER = 8  # any other value
 
 
@@ -124,6 +125,8 @@ def situation(
         registry = PARAMETERS
     elif name in d["_buffers"]:
         registry = BUFFERS
+        if kind is OTHER and defines_torch_function(cls):  # what nn.Module takes for a buffer
+            kind = TRACED
     elif name in d["_modules"]:
         registry = MODULES
     else:
@@ -177,17 +180,25 @@ def kind_of(value: object) -> Kind:
     kind = _KINDS_BY_TYPE.get(cls)
     if kind is not None:
         return kind
-    if isinstance(value, nn.Module):  # before the tensor check, whose negative answer costs
+    # By the type alone: isinstance reads a value's __class__ through the value when its type
+    # does not match, and hasattr runs its __getattr__ (a config's may raise KeyError).
+    if issubclass(cls, nn.Module):  # before the tensor check, whose negative answer costs
         return EXPLICIT
-    if isinstance(value, torch.Tensor):
+    if issubclass(cls, torch.Tensor):
+        # A tensor's own flags, as nn.Module reads them (a Parameter's or nn.Buffer's metaclass)
         if isinstance(value, (nn.Parameter, nn.Buffer)):
             return EXPLICIT
-        return _tensor_kind(value)
-    if isinstance(value, CONTAINERS):
+        return _tensor_kind(cast(torch.Tensor, value))
+    if issubclass(cls, CONTAINERS):
         return CONTAINER
-    if hasattr(value, "__torch_function__"):
-        return TRACED
     return OTHER
+
+
+def defines_torch_function(cls: type) -> bool:
+    """Whether instances of ``cls`` take part in torch functions (a torch.fx ``Proxy``): the
+    attribute looked up in the namespaces of its MRO, as the interpreter finds it, without
+    running anything the value defines."""
+    return any("__torch_function__" in klass.__dict__ for klass in cls.__mro__)
 
 
 _UNSEEN: Final[Any] = object()
