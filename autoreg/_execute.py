@@ -85,8 +85,8 @@ def execute(
             refuse_while_exporting(module, name, value, "register")
         if registry is UNBUILT:  # registered when construction ends
             object.__setattr__(module, name, value)
-            pending = module.__dict__.setdefault(PENDING, {})
-            pending[name] = decision
+            pending = module.__dict__.get(PENDING, {})
+            module.__dict__[PENDING] = {**pending, name: decision}  # replaced: see _state
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:
@@ -100,14 +100,22 @@ def execute(
                 return
         _explicit(module, record, name, value, role, registry)
     else:  # RELEASE
-        d = module.__dict__
         _give_up(module, record, name)
-        del d["_buffers"][name]
-        d["_non_persistent_buffers_set"].discard(name)
+        _unregister(module, name)
         module.__setattr__(name, value)  # afresh: the name holds nothing now
         return
     if role == CARRIED and module.__dict__.get(role_key(name)) == CARRIED:
         _give_up(module, record, name)  # the value that was carried is gone
+
+
+def _unregister(module: nn.Module, name: str) -> None:
+    """Remove buffer ``name`` (row 2), in registries of the instance's own: nn.Module would
+    refuse the assignment, so a shallow copy (``copy.copy``) that shares them with its original
+    must not take the original's buffer away. They are replaced, not changed in place."""
+    d = module.__dict__
+    buffers = d["_buffers"]
+    d["_buffers"] = type(buffers)((k, v) for k, v in buffers.items() if k != name)
+    d["_non_persistent_buffers_set"] = d["_non_persistent_buffers_set"] - {name}
 
 
 def _store(module: nn.Module, name: str, value: Any, kind: Kind, registry: Registry | None) -> None:

@@ -143,7 +143,9 @@ def situation(
     slot = None
     derived = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
-    if registry is None and (kind in HELD or (kind is EXPLICIT and cls is _PARAMETER)):
+    if (registry is None or registry is UNBUILT) and (
+        kind in HELD or (kind is EXPLICIT and cls is _PARAMETER)
+    ):
         if compiling:
             slot = slot_kind((record.snapshot,), name)
         else:  # a fact about the class: read once per class and name

@@ -30,7 +30,7 @@ that compile counts are the hand-written module's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import torch
 from torch import nn
@@ -56,6 +56,10 @@ from ._state import (
 )
 
 __all__ = ["AutoRegisterMixin", "Module"]
+
+# What a copy never takes from the state it is made from: a copy is not being built.
+_CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
+_NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
 
 # Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
 # torch.export runs Python eagerly: the eager path is right there.
@@ -133,27 +137,27 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         d.pop(role_key(name), None)  # a name deleted is a new name
         carrying = d.get(CARRYING)
-        if carrying is not None:
-            carrying.pop(name, None)
+        if carrying is not None and name in carrying:  # replaced, never changed (_state)
+            d[CARRYING] = {k: v for k, v in carrying.items() if k != name}
 
     def __getstate__(self) -> dict[str, Any]:
         """nn.Module's state, without construction state (a copy is never being built), and
         marked as autoreg's (see ``__setstate__``)."""
         state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
-        state.pop(CONSTRUCTING, None)
-        state.pop(PENDING, None)
-        if CARRYING in state:  # the copy's own: copy.copy would share it
-            state[CARRYING] = dict(state[CARRYING])
+        for key in _CONSTRUCTION_KEYS:
+            state.pop(key, None)
         state[PICKLED] = True
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """nn.Module's. A pickle made before the class used autoreg has no roles: on a class with
-        a framework base, whose each of its names is cannot be known, so all stay nn.Module's
-        (row 4); on other classes, autoreg adopts what the contract would carry (``adopt``)."""
-        pickled = PICKLED in state
+        """nn.Module's, less construction state, which a ``__getstate__`` of the class's own
+        (``self.__dict__.copy()``) keeps. A pickle made before the class used autoreg has none of
+        autoreg's keys: on a class with a framework base, whose each of its names is cannot be
+        known, so all stay nn.Module's (row 4); on other classes, autoreg adopts what the contract
+        would carry (``adopt``)."""
+        pickled = PICKLED in state or any(str(key).startswith(OWN_KEYS) for key in state)
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
-        state = {k: v for k, v in state.items() if k not in (PICKLED, LEGACY_ROLES)}
+        state = {k: v for k, v in state.items() if k not in _NOT_RESTORED}
         super().__setstate__(state)  # type: ignore[no-untyped-call]
         d = self.__dict__
         names = d.get(CARRYING)

@@ -11,18 +11,22 @@ roles as they get every attribute. Keys are identifiers, also for a name that is
 dynamo writes its guards on them as attribute accesses.
 
 ``CARRYING`` holds the names that have been carried since they were last deleted, a dict of each
-to its role key (changed in place; a copy or a pickle gets its own, see
-``AutoRegisterMixin.__getstate__``): ``.to()`` looks them up instead of searching the whole
-``__dict__``, and converts those whose role is ``CARRIED``. It changes only when a name is first
-carried or deleted, so an assignment that updates a carried value (in a compiled ``forward`` too)
-never reads it.
+to its role key: ``.to()`` looks them up instead of searching the whole ``__dict__``, and converts
+those whose role is ``CARRIED``. It changes only when a name is first carried or deleted, so an
+assignment that updates a carried value (in a compiled ``forward`` too) never reads it.
+
+Nothing autoreg keeps here is changed in place: ``CARRYING`` and ``PENDING`` are replaced by a new
+dict when they change. A copy that bypasses autoreg's hooks - a class's own ``__getstate__``
+returning ``self.__dict__.copy()``, a ``DataParallel`` replica, which copies ``__dict__`` - holds
+the very same objects as its original, and neither may see what the other does.
 
 ``CONSTRUCTING`` is present while one of the instance's construction methods runs, when that
 method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
 began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
 ``__dict__``. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
-be registered; copies and pickles never hold either, and hold ``PICKLED`` instead: an instance
-unpickled without it was pickled before its class used autoreg.
+be registered; copies and pickles never hold either (``__setstate__`` drops them), and hold
+``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
+pickled before its class used autoreg.
 """
 
 from __future__ import annotations
