@@ -21,7 +21,7 @@ The rows, in the order they are tried (docs, "The contract"):
 7. a name that cannot hold a buffer (defined on the class, nn.Module internals, '' or dotted):
    nn.Module's; a data descriptor (a property) decides what assigning means.
 8. a list, tuple or dict: carried.
-9. a declared tensor: a buffer.
+9. a declared tensor: a buffer; under ``autoreg.Carried``, carried (containers too).
 10. a tensor assigned while the module is built: a buffer (an autograd result: carried).
 11. a tensor assigned at any other time: carried.
 12. anything else: nn.Module's.
@@ -108,6 +108,7 @@ _GRAD: Final = {
 _NO_SLOT: Final = {c: Decision(7, STORE, concern=c) for c in (Concern.NO_SLOT, None)}
 _CONTAINER: Final = Decision(8, STORE, True, Concern.CONTAINER)
 _DECLARED: Final = {p: Decision(9, REGISTER, True, persistent=p) for p in (True, False)}
+_DECLARED_CARRIED: Final = Decision(9, STORE, True)
 _CONSTRUCTION: Final = {
     p: Decision(10, REGISTER, True, Concern.UNDECLARED, p) for p in (True, False)
 }
@@ -137,10 +138,14 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     if kind is GRAD_LEAF or (tensor and derived):
         leaf = kind is GRAD_LEAF and constructing
         return _GRAD[Concern.GRAD_LEAF if leaf else None]
-    if slot is not None and (tensor or slot in ("internal", "descriptor")):
-        # A container is carried under any other name: the instance's __dict__, where it is
-        # kept, wins over a class attribute that is no data descriptor.
+    carried = declaration is Declaration.CARRIED
+    if slot is not None and ((tensor and not carried) or slot in ("internal", "descriptor")):
+        # What is carried (a container, a name declared Carried) is carried under any other
+        # name: the instance's __dict__, where it is kept, wins over a class attribute that is
+        # no data descriptor.
         return _NO_SLOT[Concern.NO_SLOT if tensor and slot != "descriptor" else None]
+    if carried:
+        return _DECLARED_CARRIED
     if kind is CONTAINER:
         return _CONTAINER
     if declaration is not None:

@@ -1,7 +1,7 @@
 """Annotations that declare a tensor's role, and how a class's annotations are read.
 
-``Persistent``, ``NonPersistent`` and ``Plain`` are ``Annotated[torch.Tensor, ...]``: type checkers
-read them as ``torch.Tensor``; autoreg reads the marker. A bare ``torch.Tensor`` (or
+``Persistent``, ``NonPersistent``, ``Carried`` and ``Plain`` are ``Annotated[torch.Tensor, ...]``:
+type checkers read them as ``torch.Tensor``; autoreg reads the marker. A bare ``torch.Tensor`` (or
 ``Optional[torch.Tensor]``) annotation declares a buffer whose persistence follows the class.
 
 Annotations are read lazily, the first time an instance needs them, so that forward references and
@@ -37,7 +37,14 @@ from typing import (
 import torch
 from torch import nn
 
-__all__ = ["Declaration", "NonPersistent", "Persistent", "Plain", "read_declarations"]
+__all__ = [
+    "Carried",
+    "Declaration",
+    "NonPersistent",
+    "Persistent",
+    "Plain",
+    "read_declarations",
+]
 
 
 class Declaration(enum.Enum):
@@ -46,6 +53,7 @@ class Declaration(enum.Enum):
     TENSOR = "buffer"  # persistence follows the class keyword
     PERSISTENT = "persistent buffer"
     NONPERSISTENT = "non-persistent buffer"
+    CARRIED = "carried attribute"  # runtime state: moved by .to(), never module state
     PLAIN = "plain attribute"
 
 
@@ -54,6 +62,12 @@ Persistent: TypeAlias = Annotated[torch.Tensor, Declaration.PERSISTENT]
 
 NonPersistent: TypeAlias = Annotated[torch.Tensor, Declaration.NONPERSISTENT]
 """A buffer that is left out of ``state_dict``."""
+
+Carried: TypeAlias = Annotated[torch.Tensor, Declaration.CARRIED]
+"""Runtime state: a plain attribute that ``.to()`` converts; never a buffer, nor in ``state_dict``.
+
+Carried wherever it is assigned, ``__init__`` included; strict and warn mode accept it as declared.
+"""
 
 Plain: TypeAlias = Annotated[torch.Tensor, Declaration.PLAIN]
 """A tensor attribute that autoreg never registers or moves."""

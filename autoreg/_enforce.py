@@ -22,6 +22,8 @@ from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
 from ._facts import why_no_buffer_slot
 from ._messages.contract import (
+    FIXES_CARRIED,
+    FIXES_REGISTERED,
     GRAD_LEAF,
     NO_BUFFER_SLOT,
     STRICT_CONTAINER,
@@ -75,9 +77,11 @@ def enforce(
             reason = "it was assigned during construction"
             action = f"register it as a {kind} buffer ({reason})"
             past = f"registered as a {kind} buffer because {reason}"
+            fixes = FIXES_REGISTERED
         else:
             action = "carry it along with .to() as runtime state, outside state_dict"
             past = "carried as runtime state: it moves with .to() but is not in state_dict"
+            fixes = FIXES_CARRIED
         fields = {
             "cls": cls,
             "name": name,
@@ -86,9 +90,9 @@ def enforce(
         }
         if mode is Mode.STRICT:
             raise UnregisteredTensorError(
-                STRICT_UNDECLARED.format(action=action, why=record.strict_by, **fields)
+                (STRICT_UNDECLARED + fixes).format(action=action, why=record.strict_by, **fields)
             )
-        message = WARN_UNDECLARED.format(action_past=past, **fields)
+        message = (WARN_UNDECLARED + fixes).format(action_past=past, **fields)
     if mode is Mode.STRICT:
         raise UnregisteredTensorError(message)
     _warn_once(record, concern, name, message)
