@@ -17,7 +17,7 @@ The rows, in the order they are tried (docs, "The contract"):
 4. a name the code of a framework base assigned first: nn.Module's, for good.
 5. a name declared ``autoreg.Plain``: a plain attribute.
 6. a leaf tensor that requires grad, or the weight prune / weight_norm / spectral_norm derive: a
-   plain attribute.
+   plain attribute; so is an undeclared tensor that may be such a weight when that cannot be told.
 7. a name that cannot hold a buffer (defined on the class, nn.Module internals, '' or dotted):
    nn.Module's; a data descriptor (a property) decides what assigning means.
 8. a list, tuple or dict: carried.
@@ -84,6 +84,7 @@ class Concern(enum.Enum):
     CONTAINER = "container"
     GRAD_LEAF = "grad"
     NO_SLOT = "slot"
+    UNSURE_DERIVED = "derived"  # whether it is a utility's derived weight cannot be told
 
 
 class Decision(NamedTuple):
@@ -105,6 +106,7 @@ _GRAD: Final = {
     Concern.GRAD_LEAF: Decision(6, STORE, concern=Concern.GRAD_LEAF, always=True),
     None: Decision(6, STORE),
 }
+_UNSURE_DERIVED: Final = Decision(6, STORE, concern=Concern.UNSURE_DERIVED)
 _NO_SLOT: Final = {c: Decision(7, STORE, concern=c) for c in (Concern.NO_SLOT, None)}
 _CONTAINER: Final = Decision(8, STORE, True, Concern.CONTAINER)
 _DECLARED: Final = {p: Decision(9, REGISTER, True, persistent=p) for p in (True, False)}
@@ -138,6 +140,8 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     if kind is GRAD_LEAF or (tensor and derived):
         leaf = kind is GRAD_LEAF and constructing
         return _GRAD[Concern.GRAD_LEAF if leaf else None]
+    if tensor and derived is None and declaration is None:
+        return _UNSURE_DERIVED  # nn.Module's plain attribute, as a derived weight would be
     carried = declaration is Declaration.CARRIED
     if slot is not None and ((tensor and not carried) or slot in ("internal", "descriptor")):
         # What is carried (a container, a name declared Carried) is carried under any other

@@ -28,6 +28,7 @@ from ._messages.contract import (
     NO_BUFFER_SLOT,
     STRICT_CONTAINER,
     STRICT_UNDECLARED,
+    UNSURE_DERIVED,
     WARN_CONTAINER,
     WARN_UNDECLARED,
 )
@@ -56,6 +57,8 @@ def enforce(
     if concern is Concern.NO_SLOT:
         where = why_no_buffer_slot(type(module), name)
         message = NO_BUFFER_SLOT.format(cls=cls, name=name, value=describe(value), where=where)
+    elif concern is Concern.UNSURE_DERIVED:
+        message = UNSURE_DERIVED.format(cls=cls, name=name, value=describe(value))
     elif concern is Concern.CONTAINER:
         loose = loose_tensors(module, value)
         if not loose:

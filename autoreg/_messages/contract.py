@@ -74,6 +74,15 @@ nn.Module, so .to() and the optimizer never see it.
 If it is a weight to train, wrap it: self.{name} = nn.Parameter(value); if it is not, detach it \
 or create it with requires_grad=False; to keep it as it is, annotate {name}: autoreg.Plain."""
 
+UNSURE_DERIVED: Final = """\
+autoreg cannot tell whether {cls}.{name} = {value} is the weight prune, weight_norm or \
+spectral_norm derive ({cls} has a parameter '{name}_orig', or '{name}_v' and '{name}_g', and no \
+such utility's hook names '{name}'; compiled code cannot say who assigns): it stays a plain \
+attribute, as in nn.Module, so .to() leaves it behind.
+If it is no derived weight, assign it once outside torch.compile, or declare it (annotations go \
+in the class body): {name}: torch.Tensor (a buffer), {name}: autoreg.Carried (runtime state) or \
+{name}: autoreg.Plain (as it is)."""
+
 NO_BUFFER_SLOT: Final = """\
 {value} assigned to {cls}.{name} cannot become a buffer: '{name}' {where}, so .to() will leave \
 it behind.
