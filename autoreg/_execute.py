@@ -7,6 +7,10 @@ REGISTER registers a buffer (rows 9 and 10), HAND_OVER hands the value to nn.Mod
 gives the name up (row 1), RELEASE unregisters an auto-registered buffer before the value is
 assigned afresh (row 2).
 
+A base that overrides ``__setattr__`` decides where a stored value goes: autoreg carries it only
+if it landed in the instance's ``__dict__`` under its name (``landed``), which is observable once
+the base has run; so strict and warn mode judge such a value after it is stored (``_mixin``).
+
 Where nothing could observe the difference, the mixin takes nn.Module's path itself instead of
 calling it: no ``__setattr__`` override after the mixin (``ClassRecord.direct``), no global
 registration hook, no ``register_buffer`` override (looked up live: accelerate patches
@@ -72,6 +76,8 @@ def execute(
         if not record.direct:  # a base's __setattr__ override, then nn.Module's
             setattr_next: Any = record.setattr_next.__setattr__
             setattr_next(module, name, value)
+            if moves and module.__dict__.get(name) is not value:
+                moves = False  # the base kept it elsewhere (pyro's PyroParam): not autoreg's
         elif registry is None or registry is UNBUILT:
             object.__setattr__(module, name, value)  # where nn.Module.__setattr__ ends for it
         else:

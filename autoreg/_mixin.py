@@ -37,10 +37,10 @@ from torch import nn
 
 from ._carry import adopt, apply
 from ._construction import finalize, prepare
-from ._contract import Decision, decide
+from ._contract import STORE, Decision, decide
 from ._enforce import enforce
 from ._execute import execute
-from ._facts import situation
+from ._facts import Situation, situation
 from ._record import CACHE_LIMIT, ClassRecord, create_record, unknown_keywords
 from ._state import (
     BUFFER,
@@ -129,6 +129,9 @@ class AutoRegisterMixin(_MixinBase):
                 cached = decide(record, s, compiling=False)
             decision = cached
         if decision.concern is not None and (record.loud or decision.always):
+            if decision.moves and decision.action is STORE and not record.direct:
+                _store_then_enforce(self, record, s, value, decision)
+                return
             enforce(self, record, name, value, decision)
         execute(self, record, s, value, decision)
 
@@ -179,6 +182,31 @@ class AutoRegisterMixin(_MixinBase):
     # Convert parameters and buffers as nn.Module does, then what the tree carries: the function
     # itself, not a method that calls it (.to() runs it once per autoreg module; a frame costs).
     _apply = apply
+
+
+def _store_then_enforce(
+    module: nn.Module, record: ClassRecord, s: Situation, value: Any, decision: Decision
+) -> None:
+    """Carry out a decision that carries ``value`` on a class whose base overrides ``__setattr__``,
+    then refuse (strict) or warn about it if the base stored it under its name in ``__dict__``:
+    what the base keeps elsewhere (pyro's ``PyroParam``) is not autoreg's to carry, and nothing
+    before the base has run can tell. A refusal puts back what the ``__dict__`` held."""
+    d = module.__dict__
+    name = s[0]
+    key = role_key(name)
+    before = {k: d[k] for k in (name, key, CARRYING) if k in d}
+    execute(module, record, s, value, decision)
+    if d.get(name) is not value:
+        return
+    try:
+        enforce(module, record, name, value, decision)
+    except BaseException:
+        for k in (name, key, CARRYING):
+            if k in before:
+                d[k] = before[k]
+            else:
+                d.pop(k, None)
+        raise
 
 
 class Module(AutoRegisterMixin, nn.Module):
