@@ -43,7 +43,7 @@ from ._facts import (
 from ._record import ClassRecord, record_of
 from ._state import BUFFER, CARRIED, MODEL, PENDING, role_key
 
-__all__ = ["execute", "next_setattr", "register", "take_over"]
+__all__ = ["execute", "next_setattr", "register", "take_over", "unregister"]
 
 _BUFFER_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_buffer_registration_hooks", {}
@@ -107,14 +107,14 @@ def execute(
         _explicit(module, record, name, value, role, registry)
     else:  # RELEASE
         _give_up(module, record, name)
-        _unregister(module, name)
+        unregister(module, name)
         module.__setattr__(name, value)  # afresh: the name holds nothing now
         return
     if role == CARRIED and module.__dict__.get(role_key(name)) == CARRIED:
         _give_up(module, record, name)  # the value that was carried is gone
 
 
-def _unregister(module: nn.Module, name: str) -> None:
+def unregister(module: nn.Module, name: str) -> None:
     """Remove buffer ``name`` (row 2), in registries of the instance's own: nn.Module would
     refuse the assignment, so a shallow copy (``copy.copy``) that shares them with its original
     must not take the original's buffer away. They are replaced, not changed in place."""

@@ -35,15 +35,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import torch
 from torch import nn
 
-from ._carry import adopt, apply
+from ._carry import adopt, apply, carry
 from ._construction import finalize, prepare
-from ._contract import STORE, Decision, decide
+from ._contract import REGISTER, STORE, Decision, decide
+from ._declarations import Declaration
 from ._enforce import enforce
-from ._execute import execute
+from ._execute import execute, register, unregister
 from ._facts import Situation, situation
-from ._record import CACHE_LIMIT, ClassRecord, create_record, unknown_keywords
+from ._record import CACHE_LIMIT, ClassRecord, create_record, record_of, unknown_keywords
 from ._state import (
     BUFFER,
+    CARRIED,
     CARRYING,
     CONSTRUCTING,
     FRAMEWORK,
@@ -157,7 +159,8 @@ class AutoRegisterMixin(_MixinBase):
         (``self.__dict__.copy()``) keeps. A pickle made before the class used autoreg has none of
         autoreg's keys: on a class with a framework base, whose each of its names is cannot be
         known, so all stay nn.Module's (row 4); on other classes, autoreg adopts what the contract
-        would carry (``adopt``)."""
+        would carry (``adopt``). Then the declarations the class has now win (``_declare_loaded``).
+        """
         pickled = PICKLED in state or any(str(key).startswith(OWN_KEYS) for key in state)
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
         state = {k: v for k, v in state.items() if k not in _NOT_RESTORED}
@@ -178,10 +181,52 @@ class AutoRegisterMixin(_MixinBase):
                         d.setdefault(role_key(name), FRAMEWORK)
             else:
                 adopt(self)
+        _declare_loaded(self)
 
     # Convert parameters and buffers as nn.Module does, then what the tree carries: the function
     # itself, not a method that calls it (.to() runs it once per autoreg module; a frame costs).
     _apply = apply
+
+
+def _declare_loaded(module: nn.Module) -> None:
+    """Bring what an unpickled instance holds under each declared name in line with the
+    declarations its class has now, which may postdate the pickle (the migration guide's step 3):
+    a value autoreg carried or adopted, or a buffer autoreg registered (role ``BUFFER``), is
+    decided as if assigned now (rows 5 and 9). What the instance's own code registered by hand, and
+    the framework's names (row 4), are explicit and stay as they are."""
+    record = record_of(module)
+    if not record.final:
+        finalize(type(module))  # the annotations as the finished class has them
+    d = module.__dict__
+    for name, declaration in record.declarations.items():
+        key = role_key(name)
+        role = d.get(key)
+        if role == FRAMEWORK:
+            continue
+        buffers = d.get("_buffers", {})
+        if name in buffers:
+            if role != BUFFER:
+                continue  # registered by hand, or under a declaration already: explicit
+            del d[key]  # declared names are no longer autoreg's guess (row 2 no longer applies)
+            if declaration not in (Declaration.CARRIED, Declaration.PLAIN):
+                persistent = record.persistence(declaration)
+                others = d["_non_persistent_buffers_set"] - {name}  # replaced: see _state
+                d["_non_persistent_buffers_set"] = others if persistent else others | {name}
+                continue
+            value = buffers[name]
+            unregister(module, name)
+            d[name] = value  # to be decided afresh, as a plain attribute
+        if name not in d:
+            continue
+        value = d[name]
+        decision = decide(record, situation(record, d, name, value, role, False), compiling=False)
+        if decision.action is REGISTER:
+            register(module, name, value, decision)
+            d.pop(key, None)
+        elif decision.moves and decision.action is STORE:
+            carry(module, name)
+        elif d.get(key) == CARRIED:
+            del d[key]
 
 
 def _store_then_enforce(
