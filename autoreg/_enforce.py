@@ -45,6 +45,8 @@ def enforce(
     """Refuse (strict) or warn about ``decision.concern`` for ``module.name = value``."""
     concern = decision.concern
     mode = record.mode
+    if concern is None or (mode is not Mode.STRICT and (concern.value, name) in record.warned):
+        return  # warned once per class, concern and name: nothing more to look at or say
     cls = type(module).__name__
     if concern is Concern.GRAD_LEAF:
         message = GRAD_LEAF.format(cls=cls, name=name, value=describe(value))
@@ -52,7 +54,7 @@ def enforce(
             raise UnregisteredTensorError(message)
         _warn_once(record, concern, name, message)  # in every mode: a weight nobody trains
         return
-    if mode is Mode.REGISTER or concern is None:
+    if mode is Mode.REGISTER:
         return
     if concern is Concern.NO_SLOT:
         where = why_no_buffer_slot(type(module), name)
