@@ -41,9 +41,17 @@ from ._facts import (
     Situation,
 )
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, CARRIED, MODEL, PENDING, role_key
+from ._state import BUFFER, CARRIED, MODEL, PENDING, SUPER_INIT, role_key
 
-__all__ = ["execute", "next_setattr", "register", "take_over", "unregister"]
+__all__ = [
+    "execute",
+    "is_when_built",
+    "next_setattr",
+    "register",
+    "register_pending",
+    "take_over",
+    "unregister",
+]
 
 _BUFFER_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_buffer_registration_hooks", {}
@@ -89,10 +97,12 @@ def execute(
     elif action is REGISTER:
         if not constructing:
             refuse_while_exporting(module, name, value, "register")
-        if registry is UNBUILT:  # registered when construction ends
+        if registry is UNBUILT:  # registered once nn.Module.__init__ has run
             object.__setattr__(module, name, value)
-            pending = module.__dict__.get(PENDING, {})
-            module.__dict__[PENDING] = {**pending, name: decision}  # replaced: see _state
+            d = module.__dict__
+            d[PENDING] = {**d.get(PENDING, {}), name: decision}  # replaced: see _state
+            if SUPER_INIT not in d:
+                d[SUPER_INIT] = _WhenBuilt(module)
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:
@@ -122,6 +132,53 @@ def unregister(module: nn.Module, name: str) -> None:
     buffers = d["_buffers"]
     d["_buffers"] = type(buffers)((k, v) for k, v in buffers.items() if k != name)
     d["_non_persistent_buffers_set"] = d["_non_persistent_buffers_set"] - {name}
+
+
+def register_pending(module: nn.Module) -> None:
+    """Register the tensors assigned before nn.Module.__init__ ran, if it has run (else they stay
+    plain attributes, as in nn.Module), and forget them."""
+    d = module.__dict__
+    if type(d.get(SUPER_INIT)) is _WhenBuilt:
+        del d[SUPER_INIT]
+    pending: dict[str, Decision] | None = d.pop(PENDING, None)
+    if not pending or "_buffers" not in d:
+        return
+    for name, decision in sorted(pending.items()):
+        value = d.get(name)
+        if isinstance(value, torch.Tensor) and not value.requires_grad:
+            register(module, name, value, decision)
+
+
+def is_when_built(value: object) -> bool:
+    """Whether ``value`` is what ``execute`` put in an instance as ``call_super_init``."""
+    return type(value) is _WhenBuilt
+
+
+class _WhenBuilt:
+    """Put in an instance's ``__dict__`` as ``call_super_init`` while tensors assigned before
+    nn.Module.__init__ wait to be registered. nn.Module.__init__ reads ``self.call_super_init``
+    for its truth last, once its registries exist (torch 2.0 to 2.15): that is when they can be
+    buffers, and they are registered then, before the rest of the construction method runs. If
+    it is never asked, construction's end registers them (``_construction``).
+
+    Its answer is the class's own, except that nn.Module then calls ``object.__init__`` with the
+    arguments it was given, where the class's own answer is False and ``object`` comes next in the
+    MRO: nn.Module's first check, that it was given no arguments, skipped while this stood in the
+    instance (``is False``), is made by ``object.__init__`` instead (a TypeError either way)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    def __bool__(self) -> bool:
+        module = self.module
+        register_pending(module)
+        cls = type(module)
+        if cls.call_super_init:
+            return True
+        mro = cls.__mro__
+        return mro[mro.index(nn.Module) + 1] is object
 
 
 def _store(module: nn.Module, name: str, value: Any, kind: Kind, registry: Registry | None) -> None:

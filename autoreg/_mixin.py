@@ -40,7 +40,7 @@ from ._construction import finalize, prepare
 from ._contract import REGISTER, STORE, Decision, decide
 from ._declarations import Declaration
 from ._enforce import enforce
-from ._execute import execute, register, unregister
+from ._execute import execute, is_when_built, register, unregister
 from ._facts import Situation, situation
 from ._record import CACHE_LIMIT, ClassRecord, create_record, record_of, unknown_keywords
 from ._state import (
@@ -54,6 +54,7 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
+    SUPER_INIT,
     role_key,
 )
 
@@ -151,6 +152,8 @@ class AutoRegisterMixin(_MixinBase):
         state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
         for key in _CONSTRUCTION_KEYS:
             state.pop(key, None)
+        if is_when_built(state.get(SUPER_INIT)):
+            del state[SUPER_INIT]
         state[PICKLED] = True
         return state
 
@@ -163,7 +166,7 @@ class AutoRegisterMixin(_MixinBase):
         """
         pickled = PICKLED in state or any(str(key).startswith(OWN_KEYS) for key in state)
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
-        state = {k: v for k, v in state.items() if k not in _NOT_RESTORED}
+        state = {k: v for k, v in state.items() if k not in _NOT_RESTORED and not is_when_built(v)}
         super().__setstate__(state)  # type: ignore[no-untyped-call]
         d = self.__dict__
         names = d.get(CARRYING)

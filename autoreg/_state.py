@@ -24,7 +24,8 @@ the very same objects as its original, and neither may see what the other does.
 method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
 began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
 ``__dict__``. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
-be registered; copies and pickles never hold either (``__setstate__`` drops them), and hold
+be registered (with ``SUPER_INIT``, which registers them as soon as nn.Module.__init__ has made its
+registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
 ``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
 pickled before its class used autoreg.
 """
@@ -50,6 +51,7 @@ __all__ = [
     "PENDING",
     "PICKLED",
     "ROLE",
+    "SUPER_INIT",
     "role_key",
 ]
 
@@ -61,6 +63,8 @@ PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
 LEGACY_ROLES: Final = "_autoreg_owned"  # {name: role}: autoreg 0.1's record, in old pickles
 OWN_KEYS: Final = "_autoreg"  # every key autoreg keeps starts with it
+# nn.Module's own name, which autoreg holds in an instance while PENDING does (_execute says why)
+SUPER_INIT: Final = "call_super_init"
 
 # Roles. Strings, so that pickles of every autoreg version load.
 BUFFER: Final = "buffer"
