@@ -37,12 +37,8 @@ from ._state import CONSTRUCTING, EARLY, PENDING
 
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
 
-CONSTRUCTION_METHODS: Final = (
-    "__init__",
-    "__post_init__",
-    "__attrs_post_init__",
-    "configure_model",
-    "reset_buffers",
+CONSTRUCTION_METHODS: Final = frozenset(
+    ("__init__", "__post_init__", "__attrs_post_init__", "configure_model", "reset_buffers")
 )
 _MARK: Final = "__autoreg_constructs__"  # set on the wrappers
 

@@ -43,6 +43,7 @@ __all__ = [
     "NonPersistent",
     "Persistent",
     "Plain",
+    "own_annotations",
     "read_declarations",
 ]
 
@@ -84,7 +85,7 @@ def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, 
     for klass in reversed(cls.__mro__):
         if not declares(klass):
             continue
-        for name, annotation in _own_annotations(klass).items():
+        for name, annotation in own_annotations(klass).items():
             found[name] = _classify(_resolve(annotation, klass))
     return {name: declaration for name, declaration in found.items() if declaration is not None}
 
@@ -92,13 +93,13 @@ def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, 
 if sys.version_info >= (3, 14):
     import annotationlib
 
-    def _own_annotations(klass: type) -> dict[str, Any]:
+    def own_annotations(klass: type) -> dict[str, Any]:
         """The annotations ``klass`` itself declares; names that do not evaluate are ForwardRefs."""
         return annotationlib.get_annotations(klass, format=annotationlib.Format.FORWARDREF)
 
 else:
 
-    def _own_annotations(klass: type) -> dict[str, Any]:
+    def own_annotations(klass: type) -> dict[str, Any]:
         """The annotations ``klass`` itself declares, strings left unevaluated."""
         return inspect.get_annotations(klass)
 

@@ -166,7 +166,7 @@ def situation(
         kind in HELD or (kind is EXPLICIT and cls is _PARAMETER)
     ):
         if compiling:
-            slot = slot_kind((record.snapshot,), name)
+            slot = slot_kind(record.snapshot, name)
         else:  # a fact about the class: read once per class and name
             slot = record.slots.get(name, _UNSEEN)
             if slot is _UNSEEN:

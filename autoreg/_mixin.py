@@ -36,13 +36,20 @@ import torch
 from torch import nn
 
 from ._carry import adopt, apply, carry
-from ._construction import finalize, prepare
+from ._construction import CONSTRUCTION_METHODS, finalize, prepare
 from ._contract import REGISTER, STORE, Decision, decide
 from ._declarations import Declaration
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import Situation, situation
-from ._record import CACHE_LIMIT, ClassRecord, create_record, record_of, unknown_keywords
+from ._record import (
+    CACHE_LIMIT,
+    ClassRecord,
+    create_record,
+    plain_subclass_of,
+    record_of,
+    unknown_keywords,
+)
 from ._state import (
     BUFFER,
     CARRIED,
@@ -102,6 +109,13 @@ class AutoRegisterMixin(_MixinBase):
         if kwargs:
             unknown_keywords(cls, AutoRegisterMixin, kwargs)
         super().__init_subclass__(**kwargs)
+        if persistent is None and strict is None and warn is None:
+            parent = plain_subclass_of(cls)
+            if parent is not None:  # torch's parametrizations make one such class per instance
+                cls.__autoreg__ = ClassRecord(cls, AutoRegisterMixin, {}, parent)
+                if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
+                    prepare(cls)  # else its __init__ is its base's, prepared already
+                return
         keywords = {"persistent": persistent, "strict": strict, "warn": warn}
         cls.__autoreg__ = create_record(cls, AutoRegisterMixin, keywords)
         prepare(cls)

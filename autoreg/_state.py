@@ -73,7 +73,9 @@ FRAMEWORK: Final = "framework"
 MODEL: Final = "model"
 PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignment is (row 4)
 
-MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
+# nn.Module's own attributes, and the object's (torch's parametrizations assign __class__,
+# DataParallel's replicas __dict__): names that hold no attribute of the model's.
+MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica", "__class__", "__dict__"}
 
 # The instances being built whose outermost construction method began before nn.Module.__init__
 # ran, by the id of their (then empty) __dict__: nothing may be put in that dict first
