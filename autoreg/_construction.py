@@ -76,22 +76,24 @@ def _constructing(method: Any) -> Callable[..., Any]:
     @functools.wraps(method)
     def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
-        if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call: the outermost marks
-            return call(self, *args, **kwargs)
-        early = None
-        if d:
-            d[CONSTRUCTING] = True
-        else:  # before nn.Module.__init__: the __dict__ stays empty
+        if not d:  # before nn.Module.__init__ (nearly every __init__): the __dict__ stays empty
             early = id(d)
+            if early in EARLY:  # an inner call: the outermost marks
+                return call(self, *args, **kwargs)
             EARLY.add(early)
-        try:
-            result = call(self, *args, **kwargs)
-        finally:
-            if early is not None:
+            try:
+                result = call(self, *args, **kwargs)
+            finally:
                 EARLY.discard(early)
-            d = self.__dict__
-            d.pop(CONSTRUCTING, None)
-        if PENDING in d:  # nn.Module.__init__ did not ask for them (_execute.register_pending)
+        else:
+            if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call
+                return call(self, *args, **kwargs)
+            d[CONSTRUCTING] = True
+            try:
+                result = call(self, *args, **kwargs)
+            finally:
+                self.__dict__.pop(CONSTRUCTING, None)
+        if PENDING in self.__dict__:  # nn.Module.__init__ did not ask (register_pending)
             register_pending(self)
         return result
 

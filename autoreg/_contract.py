@@ -53,6 +53,7 @@ from ._state import BUFFER, FRAMEWORK
 __all__ = [
     "HAND_OVER",
     "REGISTER",
+    "REGISTERED",
     "RELEASE",
     "STORE",
     "Action",
@@ -99,7 +100,7 @@ class Decision(NamedTuple):
 # The decisions there are, made once: classify returns one of these.
 _EXPLICIT: Final = Decision(1, HAND_OVER)
 _RELEASE: Final = Decision(2, RELEASE)
-_REGISTERED: Final = Decision(3, STORE)
+REGISTERED: Final = Decision(3, STORE)  # _mixin replays it past a base's __setattr__
 _FRAMEWORK: Final = Decision(4, STORE)
 _PLAIN: Final = Decision(5, STORE)
 _GRAD: Final = {
@@ -128,7 +129,7 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     if role == BUFFER and registry is BUFFERS and kind in _REFUSED_BY_BUFFERS:
         return _RELEASE
     if registry is not None and registry is not UNBUILT:
-        return _REGISTERED
+        return REGISTERED
     if role == FRAMEWORK:
         return _FRAMEWORK
     tensor = kind in TENSORS

@@ -100,7 +100,8 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER)  # what .to() may conv
 #   kind          what the value is (``Kind``)
 #   role          the name's role (``_state.role_key``), or None
 #   registry      where nn.Module keeps the name (``Registry``), or None
-#   constructing  whether the module is being built (``_construction``)
+#   constructing  whether the module is being built (``_construction``); False for a name a
+#                 registry holds (rows 1 to 3 decide it, and read neither this nor what follows)
 #   slot          why the name cannot hold a buffer (``slot_kind``), or None
 #   derived       whether it is the weight prune / weight_norm / spectral_norm derive; None when
 #                 that cannot be told (compiled code, before the utility's hook exists)
@@ -150,21 +151,20 @@ def situation(
         registry = MODULES
     else:
         registry = None
+    if registry is not None and registry is not UNBUILT:
+        return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if (
         role is None
         and from_setattr
         and record.attributes
         and kind is not EXPLICIT
-        and (registry is None or registry is UNBUILT)
         and name not in MODULE_INTERNALS
     ):
         role = attribute(record, sys._getframe(2))  # 0: this one, 1: __setattr__
     slot = None
     derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
-    if (registry is None or registry is UNBUILT) and (
-        kind in HELD or (kind is EXPLICIT and cls is _PARAMETER)
-    ):
+    if kind in HELD or (kind is EXPLICIT and cls is _PARAMETER):
         if compiling:
             slot = slot_kind(record.snapshot, name)
         else:  # a fact about the class: read once per class and name

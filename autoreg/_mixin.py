@@ -37,7 +37,7 @@ from torch import nn
 
 from ._carry import adopt, apply, carry
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
-from ._contract import REGISTER, STORE, Decision, decide
+from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
@@ -150,6 +150,12 @@ class AutoRegisterMixin(_MixinBase):
                 _store_then_enforce(self, record, s, value, decision)
                 return
             enforce(self, record, name, value, decision)
+        elif decision is REGISTERED and not record.direct and role != CARRIED:
+            # Row 3 past a base's __setattr__ override (execute's first branch, without its
+            # frame): the base's, then nn.Module's.
+            setattr_next: Any = record.setattr_next.__setattr__
+            setattr_next(self, name, value)
+            return
         execute(self, record, s, value, decision)
 
     def __delattr__(self, name: str) -> None:
