@@ -7,7 +7,7 @@ every tensor the module holds.
 
 from ._audit import Finding, find_unregistered
 from ._containers import BufferDict, BufferList
-from ._declarations import NonPersistent, Persistent, Plain
+from ._declarations import Carried, NonPersistent, Persistent, Plain
 from ._errors import (
     AutoRegisterError,
     AutoRegisterWarning,
@@ -35,6 +35,7 @@ __all__ = [
     "BufferKeyError",
     "BufferList",
     "BufferTypeError",
+    "Carried",
     "ClassDefinitionError",
     "ConfigurationError",
     "ExportError",

@@ -15,12 +15,10 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
-from torch.nn.utils.prune import BasePruningMethod
-from torch.nn.utils.spectral_norm import SpectralNorm
-from torch.nn.utils.weight_norm import WeightNorm
 
 from ._carry import carried
 from ._declarations import Declaration
+from ._facts import recomputed_names
 from ._mixin import AutoRegisterMixin
 from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS
@@ -33,7 +31,7 @@ def candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
     declarations: dict[str, Declaration] = (
         type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
     )
-    recomputed = _recomputed(module)
+    recomputed = recomputed_names(module._forward_pre_hooks)
     for name, value in list(module.__dict__.items()):
         if not isinstance(value, (torch.Tensor, *CONTAINERS)):
             continue
@@ -42,17 +40,6 @@ def candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
         if declarations.get(name) is Declaration.PLAIN:
             continue
         yield name, value
-
-
-def _recomputed(module: nn.Module) -> set[str]:
-    """Names that a forward pre-hook of prune, weight_norm or spectral_norm rewrites each call."""
-    names: set[str] = set()
-    for hook in module._forward_pre_hooks.values():
-        if isinstance(hook, BasePruningMethod):
-            names.add(hook._tensor_name)
-        elif isinstance(hook, (WeightNorm, SpectralNorm)):
-            names.add(hook.name)
-    return names
 
 
 def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:

@@ -95,7 +95,8 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
 
 def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
-    names it has carried (a name leaves it only when it is deleted)."""
+    names it has carried (a name leaves it only when it is deleted). The list is replaced, never
+    changed in place: a copy that bypassed autoreg's hooks may hold the same one (``_state``)."""
     d = module.__dict__
     key = role_key(name)
     object.__setattr__(module, key, CARRIED)
@@ -108,7 +109,7 @@ def carry(module: nn.Module, name: str) -> None:
     if names is None:
         object.__setattr__(module, CARRYING, {name: key})
     elif name not in names:
-        names[name] = key
+        object.__setattr__(module, CARRYING, {**names, name: key})
 
 
 def listed(module: nn.Module) -> dict[str, str]:

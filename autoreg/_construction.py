@@ -7,8 +7,9 @@ statement, or a ``functools.partialmethod``), ``__post_init__`` (``@dataclass`` 
 ``configure_model()`` (Lightning builds layers there) and ``reset_buffers()`` (autoreg's convention
 for derived buffers). Each such method an autoreg class defines is wrapped when the class is
 created: while the outermost call for an instance runs, the instance's ``__dict__`` holds
-``CONSTRUCTING``; when it returns, the tensors assigned before ``nn.Module.__init__`` ran
-(``PENDING``) are registered. Copies and pickles never carry either key (``__getstate__``), so a
+``CONSTRUCTING``. Tensors assigned before ``nn.Module.__init__`` ran (``PENDING``) are registered
+as soon as it has made its registries (``_execute.register_pending``), or at the latest when the
+outermost call returns. Copies and pickles never carry either key (``__getstate__``), so a
 copy made during construction is not constructing.
 
 A call that begins before ``nn.Module.__init__`` has run (``super().__init__()`` comes first in
@@ -28,22 +29,16 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
-import torch
 from torch import nn
 
-from ._contract import Decision
-from ._execute import register
+from ._execute import register_pending
 from ._record import ClassRecord
 from ._state import CONSTRUCTING, EARLY, PENDING
 
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
 
-CONSTRUCTION_METHODS: Final = (
-    "__init__",
-    "__post_init__",
-    "__attrs_post_init__",
-    "configure_model",
-    "reset_buffers",
+CONSTRUCTION_METHODS: Final = frozenset(
+    ("__init__", "__post_init__", "__attrs_post_init__", "configure_model", "reset_buffers")
 )
 _MARK: Final = "__autoreg_constructs__"  # set on the wrappers
 
@@ -81,36 +76,26 @@ def _constructing(method: Any) -> Callable[..., Any]:
     @functools.wraps(method)
     def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
-        if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call: the outermost marks
-            return call(self, *args, **kwargs)
-        early = None
-        if d:
-            d[CONSTRUCTING] = True
-        else:  # before nn.Module.__init__: the __dict__ stays empty
+        if not d:  # before nn.Module.__init__ (nearly every __init__): the __dict__ stays empty
             early = id(d)
+            if early in EARLY:  # an inner call: the outermost marks
+                return call(self, *args, **kwargs)
             EARLY.add(early)
-        try:
-            result = call(self, *args, **kwargs)
-        finally:
-            if early is not None:
+            try:
+                result = call(self, *args, **kwargs)
+            finally:
                 EARLY.discard(early)
-            d = self.__dict__
-            d.pop(CONSTRUCTING, None)
-        if PENDING in d:
-            _register_pending(self)
+        else:
+            if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call
+                return call(self, *args, **kwargs)
+            d[CONSTRUCTING] = True
+            try:
+                result = call(self, *args, **kwargs)
+            finally:
+                self.__dict__.pop(CONSTRUCTING, None)
+        if PENDING in self.__dict__:  # nn.Module.__init__ did not ask (register_pending)
+            register_pending(self)
         return result
 
     setattr(construct, _MARK, True)
     return construct
-
-
-def _register_pending(module: Any) -> None:
-    """Register the tensors assigned before nn.Module.__init__ ran, if it has run since."""
-    d = module.__dict__
-    pending: dict[str, Decision] | None = d.pop(PENDING, None)
-    if not pending or "_buffers" not in d:
-        return  # nn.Module.__init__ never ran: they stay plain attributes, as in nn.Module
-    for name, decision in sorted(pending.items()):
-        value = d.get(name)
-        if isinstance(value, torch.Tensor) and not value.requires_grad:
-            register(module, name, value, decision)

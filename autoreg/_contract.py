@@ -17,11 +17,11 @@ The rows, in the order they are tried (docs, "The contract"):
 4. a name the code of a framework base assigned first: nn.Module's, for good.
 5. a name declared ``autoreg.Plain``: a plain attribute.
 6. a leaf tensor that requires grad, or the weight prune / weight_norm / spectral_norm derive: a
-   plain attribute.
+   plain attribute; so is an undeclared tensor that may be such a weight when that cannot be told.
 7. a name that cannot hold a buffer (defined on the class, nn.Module internals, '' or dotted):
    nn.Module's; a data descriptor (a property) decides what assigning means.
 8. a list, tuple or dict: carried.
-9. a declared tensor: a buffer.
+9. a declared tensor: a buffer; under ``autoreg.Carried``, carried (containers too).
 10. a tensor assigned while the module is built: a buffer (an autograd result: carried).
 11. a tensor assigned at any other time: carried.
 12. anything else: nn.Module's.
@@ -53,6 +53,7 @@ from ._state import BUFFER, FRAMEWORK
 __all__ = [
     "HAND_OVER",
     "REGISTER",
+    "REGISTERED",
     "RELEASE",
     "STORE",
     "Action",
@@ -62,8 +63,8 @@ __all__ = [
     "decide",
 ]
 
-# What nn.Module refuses for a buffer: not a tensor, not None, no __torch_function__ (a torch.fx
-# Proxy while symbolic_trace runs forward).
+# What nn.Module refuses for a buffer: not a tensor, not None, a type without __torch_function__
+# (a torch.fx Proxy has it, while symbolic_trace runs forward; _facts reads it from the type).
 _REFUSED_BY_BUFFERS: Final = (CONTAINER, OTHER)  # a tuple: see _facts.TENSORS
 
 
@@ -84,6 +85,7 @@ class Concern(enum.Enum):
     CONTAINER = "container"
     GRAD_LEAF = "grad"
     NO_SLOT = "slot"
+    UNSURE_DERIVED = "derived"  # whether it is a utility's derived weight cannot be told
 
 
 class Decision(NamedTuple):
@@ -98,16 +100,18 @@ class Decision(NamedTuple):
 # The decisions there are, made once: classify returns one of these.
 _EXPLICIT: Final = Decision(1, HAND_OVER)
 _RELEASE: Final = Decision(2, RELEASE)
-_REGISTERED: Final = Decision(3, STORE)
+REGISTERED: Final = Decision(3, STORE)  # _mixin replays it past a base's __setattr__
 _FRAMEWORK: Final = Decision(4, STORE)
 _PLAIN: Final = Decision(5, STORE)
 _GRAD: Final = {
     Concern.GRAD_LEAF: Decision(6, STORE, concern=Concern.GRAD_LEAF, always=True),
     None: Decision(6, STORE),
 }
+_UNSURE_DERIVED: Final = Decision(6, STORE, concern=Concern.UNSURE_DERIVED)
 _NO_SLOT: Final = {c: Decision(7, STORE, concern=c) for c in (Concern.NO_SLOT, None)}
 _CONTAINER: Final = Decision(8, STORE, True, Concern.CONTAINER)
 _DECLARED: Final = {p: Decision(9, REGISTER, True, persistent=p) for p in (True, False)}
+_DECLARED_CARRIED: Final = Decision(9, STORE, True)
 _CONSTRUCTION: Final = {
     p: Decision(10, REGISTER, True, Concern.UNDECLARED, p) for p in (True, False)
 }
@@ -125,7 +129,7 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     if role == BUFFER and registry is BUFFERS and kind in _REFUSED_BY_BUFFERS:
         return _RELEASE
     if registry is not None and registry is not UNBUILT:
-        return _REGISTERED
+        return REGISTERED
     if role == FRAMEWORK:
         return _FRAMEWORK
     tensor = kind in TENSORS
@@ -137,10 +141,16 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     if kind is GRAD_LEAF or (tensor and derived):
         leaf = kind is GRAD_LEAF and constructing
         return _GRAD[Concern.GRAD_LEAF if leaf else None]
-    if slot is not None and (tensor or slot in ("internal", "descriptor")):
-        # A container is carried under any other name: the instance's __dict__, where it is
-        # kept, wins over a class attribute that is no data descriptor.
+    if tensor and derived is None and declaration is None:
+        return _UNSURE_DERIVED  # nn.Module's plain attribute, as a derived weight would be
+    carried = declaration is Declaration.CARRIED
+    if slot is not None and ((tensor and not carried) or slot in ("internal", "descriptor")):
+        # What is carried (a container, a name declared Carried) is carried under any other
+        # name: the instance's __dict__, where it is kept, wins over a class attribute that is
+        # no data descriptor.
         return _NO_SLOT[Concern.NO_SLOT if tensor and slot != "descriptor" else None]
+    if carried:
+        return _DECLARED_CARRIED
     if kind is CONTAINER:
         return _CONTAINER
     if declaration is not None:

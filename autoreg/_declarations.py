@@ -1,7 +1,7 @@
 """Annotations that declare a tensor's role, and how a class's annotations are read.
 
-``Persistent``, ``NonPersistent`` and ``Plain`` are ``Annotated[torch.Tensor, ...]``: type checkers
-read them as ``torch.Tensor``; autoreg reads the marker. A bare ``torch.Tensor`` (or
+``Persistent``, ``NonPersistent``, ``Carried`` and ``Plain`` are ``Annotated[torch.Tensor, ...]``:
+type checkers read them as ``torch.Tensor``; autoreg reads the marker. A bare ``torch.Tensor`` (or
 ``Optional[torch.Tensor]``) annotation declares a buffer whose persistence follows the class.
 
 Annotations are read lazily, the first time an instance needs them, so that forward references and
@@ -37,7 +37,15 @@ from typing import (
 import torch
 from torch import nn
 
-__all__ = ["Declaration", "NonPersistent", "Persistent", "Plain", "read_declarations"]
+__all__ = [
+    "Carried",
+    "Declaration",
+    "NonPersistent",
+    "Persistent",
+    "Plain",
+    "own_annotations",
+    "read_declarations",
+]
 
 
 class Declaration(enum.Enum):
@@ -46,6 +54,7 @@ class Declaration(enum.Enum):
     TENSOR = "buffer"  # persistence follows the class keyword
     PERSISTENT = "persistent buffer"
     NONPERSISTENT = "non-persistent buffer"
+    CARRIED = "carried attribute"  # runtime state: moved by .to(), never module state
     PLAIN = "plain attribute"
 
 
@@ -54,6 +63,12 @@ Persistent: TypeAlias = Annotated[torch.Tensor, Declaration.PERSISTENT]
 
 NonPersistent: TypeAlias = Annotated[torch.Tensor, Declaration.NONPERSISTENT]
 """A buffer that is left out of ``state_dict``."""
+
+Carried: TypeAlias = Annotated[torch.Tensor, Declaration.CARRIED]
+"""Runtime state: a plain attribute that ``.to()`` converts; never a buffer, nor in ``state_dict``.
+
+Carried wherever it is assigned, ``__init__`` included; strict and warn mode accept it as declared.
+"""
 
 Plain: TypeAlias = Annotated[torch.Tensor, Declaration.PLAIN]
 """A tensor attribute that autoreg never registers or moves."""
@@ -70,7 +85,7 @@ def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, 
     for klass in reversed(cls.__mro__):
         if not declares(klass):
             continue
-        for name, annotation in _own_annotations(klass).items():
+        for name, annotation in own_annotations(klass).items():
             found[name] = _classify(_resolve(annotation, klass))
     return {name: declaration for name, declaration in found.items() if declaration is not None}
 
@@ -78,13 +93,13 @@ def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, 
 if sys.version_info >= (3, 14):
     import annotationlib
 
-    def _own_annotations(klass: type) -> dict[str, Any]:
+    def own_annotations(klass: type) -> dict[str, Any]:
         """The annotations ``klass`` itself declares; names that do not evaluate are ForwardRefs."""
         return annotationlib.get_annotations(klass, format=annotationlib.Format.FORWARDREF)
 
 else:
 
-    def _own_annotations(klass: type) -> dict[str, Any]:
+    def own_annotations(klass: type) -> dict[str, Any]:
         """The annotations ``klass`` itself declares, strings left unevaluated."""
         return inspect.get_annotations(klass)
 

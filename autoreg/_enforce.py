@@ -22,10 +22,13 @@ from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
 from ._facts import why_no_buffer_slot
 from ._messages.contract import (
+    FIXES_CARRIED,
+    FIXES_REGISTERED,
     GRAD_LEAF,
     NO_BUFFER_SLOT,
     STRICT_CONTAINER,
     STRICT_UNDECLARED,
+    UNSURE_DERIVED,
     WARN_CONTAINER,
     WARN_UNDECLARED,
 )
@@ -42,6 +45,8 @@ def enforce(
     """Refuse (strict) or warn about ``decision.concern`` for ``module.name = value``."""
     concern = decision.concern
     mode = record.mode
+    if concern is None or (mode is not Mode.STRICT and (concern.value, name) in record.warned):
+        return  # warned once per class, concern and name: nothing more to look at or say
     cls = type(module).__name__
     if concern is Concern.GRAD_LEAF:
         message = GRAD_LEAF.format(cls=cls, name=name, value=describe(value))
@@ -49,11 +54,13 @@ def enforce(
             raise UnregisteredTensorError(message)
         _warn_once(record, concern, name, message)  # in every mode: a weight nobody trains
         return
-    if mode is Mode.REGISTER or concern is None:
+    if mode is Mode.REGISTER:
         return
     if concern is Concern.NO_SLOT:
         where = why_no_buffer_slot(type(module), name)
         message = NO_BUFFER_SLOT.format(cls=cls, name=name, value=describe(value), where=where)
+    elif concern is Concern.UNSURE_DERIVED:
+        message = UNSURE_DERIVED.format(cls=cls, name=name, value=describe(value))
     elif concern is Concern.CONTAINER:
         loose = loose_tensors(module, value)
         if not loose:
@@ -75,9 +82,11 @@ def enforce(
             reason = "it was assigned during construction"
             action = f"register it as a {kind} buffer ({reason})"
             past = f"registered as a {kind} buffer because {reason}"
+            fixes = FIXES_REGISTERED
         else:
             action = "carry it along with .to() as runtime state, outside state_dict"
             past = "carried as runtime state: it moves with .to() but is not in state_dict"
+            fixes = FIXES_CARRIED
         fields = {
             "cls": cls,
             "name": name,
@@ -86,9 +95,9 @@ def enforce(
         }
         if mode is Mode.STRICT:
             raise UnregisteredTensorError(
-                STRICT_UNDECLARED.format(action=action, why=record.strict_by, **fields)
+                (STRICT_UNDECLARED + fixes).format(action=action, why=record.strict_by, **fields)
             )
-        message = WARN_UNDECLARED.format(action_past=past, **fields)
+        message = (WARN_UNDECLARED + fixes).format(action_past=past, **fields)
     if mode is Mode.STRICT:
         raise UnregisteredTensorError(message)
     _warn_once(record, concern, name, message)

@@ -7,6 +7,10 @@ REGISTER registers a buffer (rows 9 and 10), HAND_OVER hands the value to nn.Mod
 gives the name up (row 1), RELEASE unregisters an auto-registered buffer before the value is
 assigned afresh (row 2).
 
+A base that overrides ``__setattr__`` decides where a stored value goes: autoreg carries it only
+if it landed in the instance's ``__dict__`` under its name (``landed``), which is observable once
+the base has run; so strict and warn mode judge such a value after it is stored (``_mixin``).
+
 Where nothing could observe the difference, the mixin takes nn.Module's path itself instead of
 calling it: no ``__setattr__`` override after the mixin (``ClassRecord.direct``), no global
 registration hook, no ``register_buffer`` override (looked up live: accelerate patches
@@ -37,9 +41,17 @@ from ._facts import (
     Situation,
 )
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, CARRIED, MODEL, PENDING, role_key
+from ._state import BUFFER, CARRIED, MODEL, PENDING, SUPER_INIT, role_key
 
-__all__ = ["execute", "next_setattr", "register", "take_over"]
+__all__ = [
+    "execute",
+    "is_when_built",
+    "next_setattr",
+    "register",
+    "register_pending",
+    "take_over",
+    "unregister",
+]
 
 _BUFFER_HOOKS: Final[dict[Any, Any]] = getattr(
     _torch_module, "_global_buffer_registration_hooks", {}
@@ -81,6 +93,8 @@ def execute(
         if not record.direct:  # a base's __setattr__ override, then nn.Module's
             setattr_next: Any = record.setattr_next.__setattr__
             setattr_next(module, name, value)
+            if moves and module.__dict__.get(name) is not value:
+                moves = False  # the base kept it elsewhere (pyro's PyroParam): not autoreg's
         elif registry is None or registry is UNBUILT:
             object.__setattr__(module, name, value)  # where nn.Module.__setattr__ ends for it
         else:
@@ -92,10 +106,12 @@ def execute(
     elif action is REGISTER:
         if not constructing:
             refuse_while_exporting(module, name, value, "register")
-        if registry is UNBUILT:  # registered when construction ends
+        if registry is UNBUILT:  # registered once nn.Module.__init__ has run
             object.__setattr__(module, name, value)
-            pending = module.__dict__.setdefault(PENDING, {})
-            pending[name] = decision
+            d = module.__dict__
+            d[PENDING] = {**d.get(PENDING, {}), name: decision}  # replaced: see _state
+            if SUPER_INIT not in d:
+                d[SUPER_INIT] = _WhenBuilt(module)
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:
@@ -109,14 +125,69 @@ def execute(
                 return
         _explicit(module, record, name, value, role, registry)
     else:  # RELEASE
-        d = module.__dict__
         _give_up(module, record, name)
-        del d["_buffers"][name]
-        d["_non_persistent_buffers_set"].discard(name)
+        unregister(module, name)
         module.__setattr__(name, value)  # afresh: the name holds nothing now
         return
     if role == CARRIED and module.__dict__.get(role_key(name)) == CARRIED:
         _give_up(module, record, name)  # the value that was carried is gone
+
+
+def unregister(module: nn.Module, name: str) -> None:
+    """Remove buffer ``name`` (row 2), in registries of the instance's own: nn.Module would
+    refuse the assignment, so a shallow copy (``copy.copy``) that shares them with its original
+    must not take the original's buffer away. They are replaced, not changed in place."""
+    d = module.__dict__
+    buffers = d["_buffers"]
+    d["_buffers"] = type(buffers)((k, v) for k, v in buffers.items() if k != name)
+    d["_non_persistent_buffers_set"] = d["_non_persistent_buffers_set"] - {name}
+
+
+def register_pending(module: nn.Module) -> None:
+    """Register the tensors assigned before nn.Module.__init__ ran, if it has run (else they stay
+    plain attributes, as in nn.Module), and forget them."""
+    d = module.__dict__
+    if type(d.get(SUPER_INIT)) is _WhenBuilt:
+        del d[SUPER_INIT]
+    pending: dict[str, Decision] | None = d.pop(PENDING, None)
+    if not pending or "_buffers" not in d:
+        return
+    for name, decision in sorted(pending.items()):
+        value = d.get(name)
+        if isinstance(value, torch.Tensor) and not value.requires_grad:
+            register(module, name, value, decision)
+
+
+def is_when_built(value: object) -> bool:
+    """Whether ``value`` is what ``execute`` put in an instance as ``call_super_init``."""
+    return type(value) is _WhenBuilt
+
+
+class _WhenBuilt:
+    """Put in an instance's ``__dict__`` as ``call_super_init`` while tensors assigned before
+    nn.Module.__init__ wait to be registered. nn.Module.__init__ reads ``self.call_super_init``
+    for its truth last, once its registries exist (torch 2.0 to 2.15): that is when they can be
+    buffers, and they are registered then, before the rest of the construction method runs. If
+    it is never asked, construction's end registers them (``_construction``).
+
+    Its answer is the class's own, except that nn.Module then calls ``object.__init__`` with the
+    arguments it was given, where the class's own answer is False and ``object`` comes next in the
+    MRO: nn.Module's first check, that it was given no arguments, skipped while this stood in the
+    instance (``is False``), is made by ``object.__init__`` instead (a TypeError either way)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    def __bool__(self) -> bool:
+        module = self.module
+        register_pending(module)
+        cls = type(module)
+        if cls.call_super_init:
+            return True
+        mro = cls.__mro__
+        return mro[mro.index(nn.Module) + 1] is object
 
 
 def _store(module: nn.Module, name: str, value: Any, kind: Kind, registry: Registry | None) -> None:

@@ -1,20 +1,34 @@
 """The facts of one assignment, read for the contract (``_contract.classify``).
 
 ``situation`` reads what ``classify`` needs to know about ``module.name = value`` into a plain
-tuple: what the value is (``kind_of``), where nn.Module keeps the name, the name's role, whether the
-module is being built, why the name cannot hold a buffer (``slot_kind``, read once per class and
-name) and whether it is a weight a parametrization derives. Nothing here decides anything.
+tuple: what the value is (``kind_of``, from its type), where nn.Module keeps the name, the name's
+role, whether the module is being built, why the name cannot hold a buffer (``slot_kind``, read
+once per class and name) and whether it is the weight prune / weight_norm / spectral_norm derive
+(``derived``). Nothing here decides anything.
+
+Derived weights are known by identity: each of those utilities keeps a forward pre-hook of its own
+type on the module that names the weight it recomputes at every call (``recomputed_names``), and
+writes the first one from its ``apply``, before the hook exists: then the code that assigns is
+the utility's. A parameter named after the weight (``weight_orig``, ``weight_v`` and
+``weight_g``: what the utilities leave before that first write) decides nothing; it only says when
+the caller's frame is worth reading. Where the frame cannot be read (compiled code), autoreg
+cannot tell, and says so (``None``).
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import sys
+import types
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 import torch
 from torch import nn
+from torch.nn.utils.prune import BasePruningMethod
+from torch.nn.utils.spectral_norm import SpectralNorm
+from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import attribute, compiled_attribution
 from ._record import CACHE_LIMIT, ClassRecord
@@ -39,7 +53,9 @@ __all__ = [
     "Kind",
     "Registry",
     "Situation",
+    "defines_torch_function",
     "kind_of",
+    "recomputed_names",
     "situation",
     "slot_kind",
     "why_no_buffer_slot",
@@ -55,7 +71,7 @@ class Kind(enum.IntEnum):  # IntEnum: hashed in C, situations are dictionary key
     GRAD_RESULT = 4  # an autograd result: a non-leaf tensor that requires grad
     CONTAINER = 5  # a list, tuple or dict
     NONE = 6  # None
-    TRACED = 7  # a value with __torch_function__ (a torch.fx Proxy)
+    TRACED = 7  # for a buffer's name: a value whose type defines __torch_function__ (an fx Proxy)
     OTHER = 8  # any other value
 
 
@@ -84,13 +100,18 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER)  # what .to() may conv
 #   kind          what the value is (``Kind``)
 #   role          the name's role (``_state.role_key``), or None
 #   registry      where nn.Module keeps the name (``Registry``), or None
-#   constructing  whether the module is being built (``_construction``)
+#   constructing  whether the module is being built (``_construction``); False for a name a
+#                 registry holds (rows 1 to 3 decide it, and read neither this nor what follows)
 #   slot          why the name cannot hold a buffer (``slot_kind``), or None
-#   derived       whether it is the weight prune / weight_norm / spectral_norm derive
+#   derived       whether it is the weight prune / weight_norm / spectral_norm derive; None when
+#                 that cannot be told (compiled code, before the utility's hook exists)
 # slot is a fact about a tensor, container or nn.Parameter under a name nn.Module does not register
 # (``_execute`` registers a new parameter itself when the class has nothing under the name),
-# derived one about a tensor there; for any other assignment they are None and False.
-Situation: TypeAlias = tuple[str, Kind, "str | None", "Registry | None", bool, "str | None", bool]
+# derived one about a tensor that is no leaf requiring grad there (row 6 takes such a leaf
+# anyway); for any other assignment they are None and False.
+Situation: TypeAlias = tuple[
+    str, Kind, "str | None", "Registry | None", bool, "str | None", "bool | None"
+]
 
 
 def situation(
@@ -125,43 +146,90 @@ def situation(
         registry = PARAMETERS
     elif name in d["_buffers"]:
         registry = BUFFERS
+        if kind is OTHER and defines_torch_function(cls):  # what nn.Module takes for a buffer
+            kind = TRACED
     elif name in d["_modules"]:
         registry = MODULES
     else:
         registry = None
-    if (
-        role is None
-        and record.attributes
-        and kind is not EXPLICIT
-        and (registry is None or registry is UNBUILT)
-        and name not in MODULE_INTERNALS
-    ):
+    if registry is not None and registry is not UNBUILT:
+        return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
+    if role is None and record.attributes and kind is not EXPLICIT and name not in MODULE_INTERNALS:
         if compiling:  # read while dynamo traces: a constant of the compiled code
             role = compiled_attribution(record.cls)
         elif from_setattr:
             role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
-    derived = False
+    derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
-    if registry is None and (kind in HELD or (kind is EXPLICIT and cls is _PARAMETER)):
+    if kind in HELD or (kind is EXPLICIT and cls is _PARAMETER):
         if compiling:
-            slot = slot_kind((record.snapshot,), name)
+            slot = slot_kind(record.snapshot, name)
         else:  # a fact about the class: read once per class and name
             slot = record.slots.get(name, _UNSEEN)
             if slot is _UNSEEN:
                 slot = slot_kind(record.namespaces, name)
                 if len(record.slots) < CACHE_LIMIT:
                     record.slots[name] = slot
-        if parameters and kind in TENSORS:
-            derived = name + "_orig" in parameters or (
+        if parameters and (kind is TENSOR or kind is GRAD_RESULT):
+            if d["_forward_pre_hooks"] and name in recomputed_names(d["_forward_pre_hooks"]):
+                derived = True
+            elif name + "_orig" in parameters or (
                 name + "_v" in parameters and name + "_g" in parameters
-            )
+            ):  # a utility's first write, before its hook exists, is told by its code
+                derived = None if compiling or not from_setattr else _by_a_utility(sys._getframe(2))
     constructing = (
         registry is UNBUILT
         or CONSTRUCTING in d
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
     return (name, kind, role, registry, constructing, slot, derived)
+
+
+def recomputed_names(hooks: Mapping[Any, Any]) -> set[str]:
+    """The names whose weights the forward pre-hooks ``hooks`` (a module's
+    ``_forward_pre_hooks``) recompute at every call: prune's, weight_norm's and spectral_norm's,
+    known by their types."""
+    names: set[str] = set()
+    for hook in hooks.values():
+        cls = type(hook)
+        if issubclass(cls, BasePruningMethod):
+            names.add(hook._tensor_name)
+        elif issubclass(cls, (WeightNorm, SpectralNorm)):
+            names.add(hook.name)
+    return names
+
+
+def _by_a_utility(frame: types.FrameType | None) -> bool:
+    """Whether the assignment whose ``__setattr__`` was called from ``frame`` is the write of a
+    derived weight by prune, weight_norm or spectral_norm (``__setattr__`` overrides passed)."""
+    while frame is not None and frame.f_code.co_name == "__setattr__":
+        frame = frame.f_back
+    return frame is not None and id(frame.f_code) in _UTILITY_WRITES
+
+
+def _code(function: Any) -> types.CodeType:
+    """The code of a function, a class or static method's, a decorated one's (``@deprecated``)."""
+    code: types.CodeType = inspect.unwrap(getattr(function, "__func__", function)).__code__
+    return code
+
+
+# The code that writes a derived weight: each utility's apply (the first) and its hook's __call__
+# (at every forward). By id, the code objects kept beside: they live as long as torch.
+_UTILITY_WRITES: Final[dict[int, types.CodeType]] = {
+    id(code): code
+    for code in map(
+        _code,
+        (
+            BasePruningMethod.apply,
+            BasePruningMethod.__call__,
+            WeightNorm.apply,
+            WeightNorm.__call__,
+            SpectralNorm.apply,
+            SpectralNorm.__call__,
+        ),
+    )
+}
 
 
 def kind_of(value: object) -> Kind:
@@ -180,17 +248,25 @@ def kind_of(value: object) -> Kind:
     kind = _KINDS_BY_TYPE.get(cls)
     if kind is not None:
         return kind
-    if isinstance(value, nn.Module):  # before the tensor check, whose negative answer costs
+    # By the type alone: isinstance reads a value's __class__ through the value when its type
+    # does not match, and hasattr runs its __getattr__ (a config's may raise KeyError).
+    if issubclass(cls, nn.Module):  # before the tensor check, whose negative answer costs
         return EXPLICIT
-    if isinstance(value, torch.Tensor):
+    if issubclass(cls, torch.Tensor):
+        # A tensor's own flags, as nn.Module reads them (a Parameter's or nn.Buffer's metaclass)
         if isinstance(value, (nn.Parameter, nn.Buffer)):
             return EXPLICIT
-        return _tensor_kind(value)
-    if isinstance(value, CONTAINERS):
+        return _tensor_kind(cast(torch.Tensor, value))
+    if issubclass(cls, CONTAINERS):
         return CONTAINER
-    if hasattr(value, "__torch_function__"):
-        return TRACED
     return OTHER
+
+
+def defines_torch_function(cls: type) -> bool:
+    """Whether instances of ``cls`` take part in torch functions (a torch.fx ``Proxy``): the
+    attribute looked up in the namespaces of its MRO, as the interpreter finds it, without
+    running anything the value defines."""
+    return any("__torch_function__" in klass.__dict__ for klass in cls.__mro__)
 
 
 _UNSEEN: Final[Any] = object()

@@ -30,20 +30,29 @@ that compile counts are the hand-written module's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import torch
 from torch import nn
 
-from ._carry import adopt, apply, listed
-from ._construction import finalize, prepare
-from ._contract import Decision, decide
+from ._carry import adopt, apply, carry, listed
+from ._construction import CONSTRUCTION_METHODS, finalize, prepare
+from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
+from ._declarations import Declaration
 from ._enforce import enforce
-from ._execute import execute
-from ._facts import situation
-from ._record import CACHE_LIMIT, ClassRecord, create_record, unknown_keywords
+from ._execute import execute, is_when_built, register, unregister
+from ._facts import Situation, situation
+from ._record import (
+    CACHE_LIMIT,
+    ClassRecord,
+    create_record,
+    plain_subclass_of,
+    record_of,
+    unknown_keywords,
+)
 from ._state import (
     BUFFER,
+    CARRIED,
     CARRYING,
     CONSTRUCTING,
     FRAMEWORK,
@@ -52,11 +61,16 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
+    SUPER_INIT,
     UNLISTED,
     role_key,
 )
 
 __all__ = ["AutoRegisterMixin", "Module"]
+
+# What a copy never takes from the state it is made from: a copy is not being built.
+_CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
+_NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
 
 # Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
 # torch.export runs Python eagerly: the eager path is right there.
@@ -96,6 +110,13 @@ class AutoRegisterMixin(_MixinBase):
         if kwargs:
             unknown_keywords(cls, AutoRegisterMixin, kwargs)
         super().__init_subclass__(**kwargs)
+        if persistent is None and strict is None and warn is None:
+            parent = plain_subclass_of(cls)
+            if parent is not None:  # torch's parametrizations make one such class per instance
+                cls.__autoreg__ = ClassRecord(cls, AutoRegisterMixin, {}, parent)
+                if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
+                    prepare(cls)  # else its __init__ is its base's, prepared already
+                return
         keywords = {"persistent": persistent, "strict": strict, "warn": warn}
         cls.__autoreg__ = create_record(cls, AutoRegisterMixin, keywords)
         prepare(cls)
@@ -126,7 +147,16 @@ class AutoRegisterMixin(_MixinBase):
                 cached = decide(record, s, compiling=False)
             decision = cached
         if decision.concern is not None and (record.loud or decision.always):
+            if decision.moves and decision.action is STORE and not record.direct:
+                _store_then_enforce(self, record, s, value, decision)
+                return
             enforce(self, record, name, value, decision)
+        elif decision is REGISTERED and not record.direct and role != CARRIED:
+            # Row 3 past a base's __setattr__ override (execute's first branch, without its
+            # frame): the base's, then nn.Module's.
+            setattr_next: Any = record.setattr_next.__setattr__
+            setattr_next(self, name, value)
+            return
         execute(self, record, s, value, decision)
 
     def __delattr__(self, name: str) -> None:
@@ -134,27 +164,34 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         d.pop(role_key(name), None)  # a name deleted is a new name
         carrying = d.get(CARRYING)
-        if carrying is not None and carrying is not UNLISTED:  # else: remade from the roles
-            carrying.pop(name, None)
+        # UNLISTED: the list is made again from the roles; a list is replaced, never changed
+        # in place (_state)
+        if carrying is not None and carrying is not UNLISTED and name in carrying:
+            d[CARRYING] = {k: v for k, v in carrying.items() if k != name}
 
     def __getstate__(self) -> dict[str, Any]:
         """nn.Module's state, without construction state (a copy is never being built), and
         marked as autoreg's (see ``__setstate__``)."""
         state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
-        state.pop(CONSTRUCTING, None)
-        state.pop(PENDING, None)
-        if CARRYING in state:  # the copy's own: copy.copy would share it
-            state[CARRYING] = dict(listed(self))
+        for key in _CONSTRUCTION_KEYS:
+            state.pop(key, None)
+        if is_when_built(state.get(SUPER_INIT)):
+            del state[SUPER_INIT]
+        if state.get(CARRYING) is UNLISTED:  # copies and pickles hold the list itself
+            state[CARRYING] = listed(self)
         state[PICKLED] = True
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """nn.Module's. A pickle made before the class used autoreg has no roles: on a class with
-        a framework base, whose each of its names is cannot be known, so all stay nn.Module's
-        (row 4); on other classes, autoreg adopts what the contract would carry (``adopt``)."""
-        pickled = PICKLED in state
+        """nn.Module's, less construction state, which a ``__getstate__`` of the class's own
+        (``self.__dict__.copy()``) keeps. A pickle made before the class used autoreg has none of
+        autoreg's keys: on a class with a framework base, whose each of its names is cannot be
+        known, so all stay nn.Module's (row 4); on other classes, autoreg adopts what the contract
+        would carry (``adopt``). Then the declarations the class has now win (``_declare_loaded``).
+        """
+        pickled = PICKLED in state or any(str(key).startswith(OWN_KEYS) for key in state)
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
-        state = {k: v for k, v in state.items() if k not in (PICKLED, LEGACY_ROLES)}
+        state = {k: v for k, v in state.items() if k not in _NOT_RESTORED and not is_when_built(v)}
         super().__setstate__(state)  # type: ignore[no-untyped-call]
         d = self.__dict__
         names = d.get(CARRYING)
@@ -172,10 +209,77 @@ class AutoRegisterMixin(_MixinBase):
                         d.setdefault(role_key(name), FRAMEWORK)
             else:
                 adopt(self)
+        _declare_loaded(self)
 
     # Convert parameters and buffers as nn.Module does, then what the tree carries: the function
     # itself, not a method that calls it (.to() runs it once per autoreg module; a frame costs).
     _apply = apply
+
+
+def _declare_loaded(module: nn.Module) -> None:
+    """Bring what an unpickled instance holds under each declared name in line with the
+    declarations its class has now, which may postdate the pickle (the migration guide's step 3):
+    a value autoreg carried or adopted, or a buffer autoreg registered (role ``BUFFER``), is
+    decided as if assigned now (rows 5 and 9). What the instance's own code registered by hand, and
+    the framework's names (row 4), are explicit and stay as they are."""
+    record = record_of(module)
+    if not record.final:
+        finalize(type(module))  # the annotations as the finished class has them
+    d = module.__dict__
+    for name, declaration in record.declarations.items():
+        key = role_key(name)
+        role = d.get(key)
+        if role == FRAMEWORK:
+            continue
+        buffers = d.get("_buffers", {})
+        if name in buffers:
+            if role != BUFFER:
+                continue  # registered by hand, or under a declaration already: explicit
+            del d[key]  # declared names are no longer autoreg's guess (row 2 no longer applies)
+            if declaration not in (Declaration.CARRIED, Declaration.PLAIN):
+                persistent = record.persistence(declaration)
+                others = d["_non_persistent_buffers_set"] - {name}  # replaced: see _state
+                d["_non_persistent_buffers_set"] = others if persistent else others | {name}
+                continue
+            value = buffers[name]
+            unregister(module, name)
+            d[name] = value  # to be decided afresh, as a plain attribute
+        if name not in d:
+            continue
+        value = d[name]
+        decision = decide(record, situation(record, d, name, value, role, False), compiling=False)
+        if decision.action is REGISTER:
+            register(module, name, value, decision)
+            d.pop(key, None)
+        elif decision.moves and decision.action is STORE:
+            carry(module, name)
+        elif d.get(key) == CARRIED:
+            del d[key]
+
+
+def _store_then_enforce(
+    module: nn.Module, record: ClassRecord, s: Situation, value: Any, decision: Decision
+) -> None:
+    """Carry out a decision that carries ``value`` on a class whose base overrides ``__setattr__``,
+    then refuse (strict) or warn about it if the base stored it under its name in ``__dict__``:
+    what the base keeps elsewhere (pyro's ``PyroParam``) is not autoreg's to carry, and nothing
+    before the base has run can tell. A refusal puts back what the ``__dict__`` held."""
+    d = module.__dict__
+    name = s[0]
+    key = role_key(name)
+    before = {k: d[k] for k in (name, key, CARRYING) if k in d}
+    execute(module, record, s, value, decision)
+    if d.get(name) is not value:
+        return
+    try:
+        enforce(module, record, name, value, decision)
+    except BaseException:
+        for k in (name, key, CARRYING):
+            if k in before:
+                d[k] = before[k]
+            else:
+                d.pop(k, None)
+        raise
 
 
 class Module(AutoRegisterMixin, nn.Module):

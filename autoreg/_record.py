@@ -20,7 +20,7 @@ from typing import Any, Final
 from torch import nn
 
 from ._config import Mode, check_bool, environment_mode
-from ._declarations import Declaration, read_declarations
+from ._declarations import Declaration, own_annotations, read_declarations
 from ._errors import ClassDefinitionError, ConfigurationError
 from ._messages.contract import (
     MIXIN_AFTER_MODULE,
@@ -34,6 +34,7 @@ __all__ = [
     "KEYWORDS",
     "ClassRecord",
     "create_record",
+    "plain_subclass_of",
     "record_of",
     "unknown_keywords",
 ]
@@ -70,15 +71,28 @@ class ClassRecord:
         "shared",
         "slots",
         "snapshot",
+        "stated",
         "strict_by",
         "warned",
     )
 
-    def __init__(self, cls: type, mixin: type, own: dict[str, bool]) -> None:
+    def __init__(
+        self, cls: type, mixin: type, own: dict[str, bool], parent: ClassRecord | None = None
+    ) -> None:
+        """``parent``: the record of the one base of ``cls``, when ``cls`` declares nothing of its
+        own (``plain_subclass_of``; torch's parametrizations make such a class per instance):
+        the record starts from it."""
         self.cls = cls
         self.own = own  # the keywords this class statement set itself
-        self.persistent = bool(_nearest(cls, own, "persistent")[0])
-        self.mode, self.strict_by = _resolve_mode(cls, own)
+        self.persistent: bool
+        self.stated: tuple[Mode, str]  # the mode the class statements ask for, and why
+        if parent is not None and not own:  # the keywords are its base's
+            self.persistent = parent.persistent
+            self.stated = parent.stated
+        else:
+            self.persistent = bool(_nearest(cls, own, "persistent")[0])
+            self.stated = _resolve_mode(cls, own)
+        self.mode, self.strict_by = self.stated
         # AUTOREG_MODE overrides every class; a bad value fails the user's class statement, not
         # ``import autoreg`` (which creates autoreg.Module).
         own_class = cls.__module__.partition(".")[0] == "autoreg"
@@ -88,53 +102,77 @@ class ClassRecord:
             self.strict_by = "AUTOREG_MODE=strict"
         self.loud = self.mode is not Mode.REGISTER  # strict and warn mode act on concerns
         mro = cls.__mro__
-        after = mro[mro.index(mixin) + 1 :]
-        # The namespaces instance lookup searches, in order: live views, never stale.
-        self.namespaces: tuple[Mapping[str, Any], ...] = tuple(k.__dict__ for k in mro)
-        # The same as one plain dict, as the class was created: what a compiled forward reads
-        # (dynamo before torch 2.9 cannot trace a lookup in a class's __dict__).
-        self.snapshot: dict[str, Any] = {
-            name: attribute for k in reversed(mro) for name, attribute in k.__dict__.items()
-        }
-        # The next _apply and __setattr__ in the MRO (nn.Module's, or a base's override).
-        self.apply_next: type = next(k for k in after if "_apply" in k.__dict__)
-        self.setattr_next: type = next(k for k in after if "__setattr__" in k.__dict__)
+        # The namespaces instance lookup searches, in order: live views, never stale; and the
+        # same in plain dicts, as the class was created: what a compiled forward reads (dynamo
+        # before torch 2.9 cannot trace a lookup in a class's __dict__) - one dict for the MRO,
+        # and before the base's a dict of its own for a plain subclass (a copy of 100 entries
+        # and more per class otherwise).
+        self.namespaces: tuple[Mapping[str, Any], ...]
+        self.snapshot: tuple[dict[str, Any], ...]
+        self.apply_next: type  # the next _apply and __setattr__ in the MRO (nn.Module's, or a
+        self.setattr_next: type  # base's override)
+        if parent is not None:  # its MRO is the base's, after the class itself
+            self.namespaces = (cls.__dict__, *parent.namespaces)
+            self.snapshot = (dict(cls.__dict__), *parent.snapshot)
+            self.apply_next = parent.apply_next
+            self.setattr_next = parent.setattr_next
+        else:
+            self.namespaces = tuple(k.__dict__ for k in mro)
+            self.snapshot = (
+                {name: value for k in reversed(mro) for name, value in k.__dict__.items()},
+            )
+            after = mro[mro.index(mixin) + 1 :]
+            self.apply_next = next(k for k in after if "_apply" in k.__dict__)
+            self.setattr_next = next(k for k in after if "__setattr__" in k.__dict__)
         # Whether nn.Module.__setattr__ is the one after the mixin: then the mixin may take its
         # path for a value itself (register_buffer is checked live, see _execute.register).
         self.direct = self.setattr_next is nn.Module
         # Row 4: whose code each class of the MRO is (_attribution). The framework's: every base
         # that does not use autoreg, nn.Module or not, and the classes of its MRO; the model's:
         # the classes that use autoreg and the plain mixins listed before the mixin. nn.Module,
-        # object and autoreg's own classes are neither.
-        framework = _framework_classes(cls, mixin)
-        self.framework_classes = frozenset(framework)
-        self.model_classes = frozenset(
-            k for k in mro if k not in framework and k not in (nn.Module, object, mixin)
-        )
-        self.attributes = bool(framework)  # only then is there anything to attribute
+        # object and autoreg's own classes are neither. A plain subclass adds itself to its
+        # base's model classes (it uses autoreg).
+        if parent is not None:
+            self.framework_classes: frozenset[type] = parent.framework_classes
+            self.model_classes: frozenset[type] = parent.model_classes | {cls}
+        else:
+            framework = _framework_classes(cls, mixin)
+            self.framework_classes = frozenset(framework)
+            self.model_classes = frozenset(
+                k for k in mro if k not in framework and k not in (nn.Module, object, mixin)
+            )
+        self.attributes = bool(self.framework_classes)  # only then is there anything to attribute
         # Read by _attribution.judge_codes when row 4 is first asked for the class: id(code
         # object) -> (the code object, FRAMEWORK / MODEL / PASS / ambiguous), the code objects of
         # the functions of the classes above (keyed by id: hashing a code object hashes its
         # bytecode and compares equal code from another class; each kept beside its id, so that no
         # other code object can take it); the directories of the framework packages; for code
-        # both sides have, their functions.
+        # both sides have, their functions. A plain subclass reads its own when first asked.
         self.codes: dict[int, tuple[types.CodeType, str]] | None = None
         self.roots: tuple[str, ...] = ()
         self.shared: dict[int, list[tuple[types.FunctionType, str]]] = {}
-        # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
-        # typed loosely, so that this module imports neither, which both read)
-        self.decisions: dict[tuple[Any, ...], Any] = {}
         # name -> why it cannot hold a buffer (_facts.slot_kind), read when an instance first
         # assigns it: what the class defines under a name is a fact about the class.
         self.slots: dict[str, str | None] = {}
+        # Read now, so that no first read happens inside a compiled forward, and read again when
+        # the class is first instantiated (``finalize``); a plain subclass has its base's.
+        if parent is None:
+            self.declarations = read_declarations(cls, _declares)
+            self.final = False
+        else:
+            self.declarations = parent.declarations  # replaced, never changed in place
+            self.final = parent.final
+        # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
+        # typed loosely, so that this module imports neither, which both read). classify reads
+        # the declarations and the persistence: where they are the base's, so are its decisions
+        # (a situation holds what the class defines under the name).
+        self.decisions: dict[tuple[Any, ...], Any] = {}
+        if parent is not None and parent.persistent == self.persistent and self.final:
+            self.decisions = dict(parent.decisions)
         # name -> _state.role_key(name), for eager assignments: built once per class and name, so
         # that an assignment looks its role up without building and hashing a new string.
-        self.role_keys: dict[str, str] = {}
+        self.role_keys: dict[str, str] = parent.role_keys if parent is not None else {}
         self.warned: set[tuple[str, str]] = set()
-        # Read now, so that no first read happens inside a compiled forward, and read again when
-        # the class is first instantiated (``finalize``).
-        self.declarations = read_declarations(cls, _declares)
-        self.final = False
 
     def finalize(self) -> None:
         """Read the annotations again, now that the module defining the class is done."""
@@ -148,6 +186,22 @@ class ClassRecord:
         if declaration is Declaration.NONPERSISTENT:
             return False
         return self.persistent
+
+
+def plain_subclass_of(cls: type) -> ClassRecord | None:
+    """The record of the one base of ``cls``, an autoreg class, when ``cls`` adds no annotations
+    (its class keywords are the caller's to weigh: the mode and persistence are computed for
+    every class). None otherwise."""
+    if len(cls.__bases__) != 1:
+        return None
+    record = cls.__bases__[0].__dict__.get("__autoreg__")
+    if not isinstance(record, ClassRecord):
+        return None
+    namespace = cls.__dict__
+    annotated = namespace.get("__annotations__") or namespace.get("__annotate__") is not None
+    if annotated and own_annotations(cls):  # what they are (Python 3.14 evaluates them lazily)
+        return None
+    return record
 
 
 def _environment_or_none() -> Mode | None:
@@ -165,6 +219,7 @@ def record_of(module: object) -> ClassRecord:
 
 def create_record(cls: type, mixin: type, keywords: dict[str, Any]) -> ClassRecord:
     """Check a new autoreg class and its keywords; return its record."""
+    parent = plain_subclass_of(cls)
     _check_bases(cls, mixin)
     name = cls.__name__
     own = {
@@ -174,7 +229,7 @@ def create_record(cls: type, mixin: type, keywords: dict[str, Any]) -> ClassReco
     }
     if own.get("strict") and own.get("warn"):
         raise ClassDefinitionError(STRICT_AND_WARN.format(cls=name))
-    return ClassRecord(cls, mixin, own)
+    return ClassRecord(cls, mixin, own, parent)
 
 
 def unknown_keywords(cls: type, mixin: type, keywords: dict[str, Any]) -> None:

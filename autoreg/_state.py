@@ -11,11 +11,14 @@ roles as they get every attribute. Keys are identifiers, also for a name that is
 dynamo writes its guards on them as attribute accesses.
 
 ``CARRYING`` holds the names that have been carried since they were last deleted, a dict of each
-to its role key (changed in place; a copy or a pickle gets its own, see
-``AutoRegisterMixin.__getstate__``): ``.to()`` looks them up instead of searching the whole
-``__dict__``, and converts those whose role is ``CARRIED``. It changes only when a name is first
-carried or deleted, so an assignment that updates a carried value (in a compiled ``forward`` too)
-never reads it.
+to its role key: ``.to()`` looks them up instead of searching the whole ``__dict__``, and converts
+those whose role is ``CARRIED``. It changes only when a name is first carried or deleted, so an
+assignment that updates a carried value (in a compiled ``forward`` too) never reads it.
+
+Nothing autoreg keeps here is changed in place: ``CARRYING`` and ``PENDING`` are replaced by a new
+dict when they change. A copy that bypasses autoreg's hooks - a class's own ``__getstate__``
+returning ``self.__dict__.copy()``, a ``DataParallel`` replica, which copies ``__dict__`` - holds
+the very same objects as its original, and neither may see what the other does.
 
 Compiled code never reads ``CARRYING`` (dynamo would guard on its contents, and every name carried
 eagerly afterwards would recompile) nor adds to it: a name it carries first gets its role, and
@@ -28,8 +31,10 @@ it (``_carry.listed``); copies and pickles never hold ``UNLISTED``.
 method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
 began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
 ``__dict__``. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
-be registered; copies and pickles never hold either, and hold ``PICKLED`` instead: an instance
-unpickled without it was pickled before its class used autoreg.
+be registered (with ``SUPER_INIT``, which registers them as soon as nn.Module.__init__ has made its
+registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
+``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
+pickled before its class used autoreg.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ __all__ = [
     "PENDING",
     "PICKLED",
     "ROLE",
+    "SUPER_INIT",
     "UNLISTED",
     "role_key",
     "role_name",
@@ -67,6 +73,8 @@ PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
 LEGACY_ROLES: Final = "_autoreg_owned"  # {name: role}: autoreg 0.1's record, in old pickles
 OWN_KEYS: Final = "_autoreg"  # every key autoreg keeps starts with it
+# nn.Module's own name, which autoreg holds in an instance while PENDING does (_execute says why)
+SUPER_INIT: Final = "call_super_init"
 
 # Roles. Strings, so that pickles of every autoreg version load.
 BUFFER: Final = "buffer"
@@ -75,7 +83,9 @@ FRAMEWORK: Final = "framework"
 MODEL: Final = "model"
 PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignment is (row 4)
 
-MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica"}
+# nn.Module's own attributes, and the object's (torch's parametrizations assign __class__,
+# DataParallel's replicas __dict__): names that hold no attribute of the model's.
+MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica", "__class__", "__dict__"}
 
 # The instances being built whose outermost construction method began before nn.Module.__init__
 # ran, by the id of their (then empty) __dict__: nothing may be put in that dict first

@@ -116,12 +116,27 @@ def map_tensors(
 
 
 def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Tensor]]:
-    """The tensors in ``value`` that only autoreg would move: not registered, not weights."""
-    found = [(path, t) for path, t in iter_tensors(value) if not (t.requires_grad and t.is_leaf)]
-    if found:
-        registered = registered_tensors(module.modules())
-        found = [(path, t) for path, t in found if id(t) not in registered]
-    return found
+    """The tensors in ``value`` that only autoreg would move: no weight (a parameter, by its type,
+    or a leaf that requires grad: autoreg never converts one it carries), no buffer of ``module``
+    or of a module below it.
+
+    The buffers are looked up module by module from ``module`` down, until every candidate is
+    found: a container of registered state costs what it holds, not the model's size (a truly
+    loose tensor is what strict mode refuses and warn mode reports, once)."""
+    found = [
+        (path, t)
+        for path, t in iter_tensors(value)
+        if not (isinstance(t, nn.Parameter) or (t.requires_grad and t.is_leaf))
+    ]
+    if not found:
+        return found
+    missing = {id(t) for _, t in found}
+    for below in module.modules():
+        for buffer in below._buffers.values():
+            missing.discard(id(buffer))
+        if not missing:
+            return []
+    return [(path, t) for path, t in found if id(t) in missing]
 
 
 def registered_tensors(

@@ -4,7 +4,8 @@ Each case is a statement timed on three setups: ``hand`` (an ``nn.Module`` writt
 ``register_buffer``), ``auto`` (the same class body on autoreg, tensors assigned bare) and
 ``control`` (a second ``hand`` setup: the noise floor), interleaved (``timing``). The classes are
 written once (``_classes``, built by ``zoo.variants``). Micro cases run on the CPU whatever the
-device: they measure Python-level overhead, not kernels. Targets: issue 14's, each case's ``limit``.
+device: they measure Python-level overhead, not kernels. Targets: issue 14's and 29's, each case's
+``limit``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 import autoreg
 
@@ -118,6 +120,17 @@ def _class(cls: type[nn.Module]) -> dict[str, Any]:
     return {"cls": cls}
 
 
+class _Double(nn.Module):
+    """A parametrization: ``register_parametrization`` gives its module a class of its own."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def _parametrizing(cls: type[nn.Module]) -> dict[str, Any]:
+    return {"m": cls(), "parametrize": parametrize, "p": _Double()}
+
+
 def _alive(count: int) -> Callable[[type[nn.Module]], dict[str, Any]]:
     """``count`` layers alive, each with runtime state; the statement moves them one at a time."""
 
@@ -145,6 +158,10 @@ CASES: tuple[Case, ...] = (
     Case("construct_mixin_linear", "construct: mixin on nn.Linear, + a mask", "cls()", _class,
          "MaskedLinear", nn.Linear, limit=1.05),
     Case("buffer_read", "m.scale (read a buffer)", "m.scale", _instance, "Block"),
+    Case("parametrize", "register_parametrization + its removal, mixin on nn.Linear",
+         'parametrize.register_parametrization(m, "weight", p); '
+         'parametrize.remove_parametrizations(m, "weight", leave_parametrized=False)',
+         _parametrizing, "MaskedLinear", nn.Linear, limit=1.20),
     Case("construct_2000", f"construct {TOWER_BLOCKS} blocks", "cls()", _class, "Tower",
          limit=1.03, heavy=True),
     Case("to_roundtrip", f".to(f64).to(f32), {TOWER_BLOCKS} blocks",

@@ -39,29 +39,34 @@ the default is 'register'."""
 
 # --- assignments (strict and warn mode) ----------------------------------------------------------
 
-_FIXES: Final = """\
+_EXPLICIT: Final = """\
 Make it explicit, whichever fits (annotations go in the class body):
+"""
+_BUFFERS: Final = """\
     {default:<29}{name}: torch.Tensor
     a buffer in state_dict:      {name}: autoreg.Persistent
     a buffer not in state_dict:  {name}: autoreg.NonPersistent
+"""
+_CARRIED: Final = """\
+    carried (runtime state):     {name}: autoreg.Carried
+"""
+_BY_HAND: Final = """\
     registered by hand:          self.{name} = nn.Buffer(value, persistent=False)
     a weight to train:           self.{name} = nn.Parameter(value)
     never registered or moved:   {name}: autoreg.Plain"""
+# The fixes for a tensor autoreg would register (construction: a buffer first) or carry (run
+# time: carried first).
+FIXES_REGISTERED: Final = _EXPLICIT + _BUFFERS + _CARRIED + _BY_HAND
+FIXES_CARRIED: Final = _EXPLICIT + _CARRIED + _BUFFERS + _BY_HAND
 
-STRICT_UNDECLARED: Final = (
-    """\
+STRICT_UNDECLARED: Final = """\
 cannot assign {value} to {cls}.{name}: {cls} is strict ({why}) and '{name}' is not declared.
 Without strict, autoreg would {action}.
 """
-    + _FIXES
-)
 
-WARN_UNDECLARED: Final = (
-    """\
+WARN_UNDECLARED: Final = """\
 {cls}.{name} = {value} was {action_past}.
 """
-    + _FIXES
-)
 
 UNDETERMINED_OWNER: Final = """\
 autoreg cannot tell whether {cls}.{name} = {value} is assigned by the code of {model} or by that \
@@ -77,6 +82,15 @@ nn.Module, so .to() and the optimizer never see it.
 If it is a weight to train, wrap it: self.{name} = nn.Parameter(value); if it is not, detach it \
 or create it with requires_grad=False; to keep it as it is, annotate {name}: autoreg.Plain."""
 
+UNSURE_DERIVED: Final = """\
+autoreg cannot tell whether {cls}.{name} = {value} is the weight prune, weight_norm or \
+spectral_norm derive ({cls} has a parameter '{name}_orig', or '{name}_v' and '{name}_g', and no \
+such utility's hook names '{name}'; compiled code cannot say who assigns): it stays a plain \
+attribute, as in nn.Module, so .to() leaves it behind.
+If it is no derived weight, assign it once outside torch.compile, or declare it (annotations go \
+in the class body): {name}: torch.Tensor (a buffer), {name}: autoreg.Carried (runtime state) or \
+{name}: autoreg.Plain (as it is)."""
+
 NO_BUFFER_SLOT: Final = """\
 {value} assigned to {cls}.{name} cannot become a buffer: '{name}' {where}, so .to() will leave \
 it behind.
@@ -89,6 +103,7 @@ cannot assign a {kind} holding {count} unregistered tensor(s) to {cls}.{name}: {
 For example {example}. Without strict, autoreg would carry the {kind}: its tensors move with .to() \
 but are not in state_dict.
 Make it explicit, whichever fits:
+    {name}: autoreg.Carried                   # carried as it is: moves, not in state_dict
     self.{name} = autoreg.BufferList([...])   # or autoreg.BufferDict({{...}}): buffers that move
     self.register_buffer("...", tensor)       # one buffer per tensor
     {name}: autoreg.Plain                     # never moved"""
@@ -96,9 +111,9 @@ Make it explicit, whichever fits:
 WARN_CONTAINER: Final = """\
 {cls}.{name} is a {kind} holding {count} unregistered tensor(s), e.g. {example}; autoreg carries \
 it: its tensors move with .to() but are not in state_dict.
-Make it explicit with autoreg.BufferList / autoreg.BufferDict (buffers that move; with \
-persistent=True, saved in state_dict), or annotate {name}: autoreg.Plain to keep it where it \
-is."""
+Make it explicit: annotate {name}: autoreg.Carried to carry it as now, use autoreg.BufferList / \
+autoreg.BufferDict (buffers that move; with persistent=True, saved in state_dict), or annotate \
+{name}: autoreg.Plain to keep it where it is."""
 
 NOT_CONVERTED: Final = """\
 {cls}.{name} = {value} could not be converted by .to() ({error}); it was left as it was, as \

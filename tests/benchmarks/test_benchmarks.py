@@ -41,6 +41,7 @@ TARGETS = {
     "construct_empty": 1.03,
     "construct_mixin_linear": 1.05,
     "buffer_read": None,
+    "parametrize": 1.20,
     "construct_2000": 1.03,
     "to_roundtrip": 1.01,
     "to_noop": 1.03,

@@ -49,6 +49,7 @@ def test_an_undeclared_construction_time_tensor_raises_with_the_whole_story() ->
         "    a buffer (non-persistent):   mask: torch.Tensor\n"
         "    a buffer in state_dict:      mask: autoreg.Persistent\n"
         "    a buffer not in state_dict:  mask: autoreg.NonPersistent\n"
+        "    carried (runtime state):     mask: autoreg.Carried\n"
         "    registered by hand:          self.mask = nn.Buffer(value, persistent=False)\n"
         "    a weight to train:           self.mask = nn.Parameter(value)\n"
         "    never registered or moved:   mask: autoreg.Plain"

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 import autoreg
+from tests.support import role
 
 
 def _build(module: nn.Module) -> None:
@@ -172,3 +173,136 @@ def test_a_pickle_of_an_earlier_autoreg_moves_what_it_carries() -> None:
 
 class Carrier(autoreg.Module):
     pass
+
+
+# --- the declarations the class has when a pickle is loaded win (issue 29, item 17) ------------
+
+
+def _save_then_load(
+    saved_as: type[nn.Module],
+    loaded_as: type[nn.Module],
+    monkeypatch: pytest.MonkeyPatch,
+    run: bool = True,
+) -> nn.Module:
+    monkeypatch.setattr(sys.modules[__name__], "Versioned", saved_as)
+    module = saved_as()
+    if run:
+        module()
+    buffer = io.BytesIO()
+    torch.save(module, buffer)
+    monkeypatch.setattr(sys.modules[__name__], "Versioned", loaded_as)
+    loaded: nn.Module = torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)
+    assert type(loaded) is loaded_as
+    return loaded
+
+
+def _version(base: type[nn.Module], annotations: dict[str, object]) -> type[nn.Module]:
+    """The class ``Versioned``: a mask built in __init__, a state stored in forward, a buffer
+    registered by hand; ``annotations`` are the declarations of this version."""
+
+    def build(self: nn.Module) -> None:
+        base.__init__(self)
+        self.mask = torch.ones(2)
+        self.register_buffer("by_hand", torch.zeros(2), persistent=False)
+
+    def forward(self: nn.Module) -> None:
+        self.state = torch.zeros(2)
+
+    namespace = {
+        "__module__": __name__,
+        "__qualname__": "Versioned",
+        "__annotations__": annotations,
+        "__init__": build,
+        "forward": forward,
+    }
+    return type("Versioned", (base,), namespace)
+
+
+Versioned: type[nn.Module] = nn.Module  # rebound by _save_then_load
+
+
+def _roles(module: nn.Module) -> dict[str, str]:
+    return {name: role(module, name) for name in ("mask", "state", "by_hand")}
+
+
+BUFFER_DECLARATIONS = pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        (torch.Tensor, "non-persistent buffer"),
+        (autoreg.Persistent, "persistent buffer"),
+        (autoreg.NonPersistent, "non-persistent buffer"),
+    ],
+    ids=["Tensor", "Persistent", "NonPersistent"],
+)
+
+
+@BUFFER_DECLARATIONS
+def test_a_pickle_from_before_autoreg_loads_a_name_declared_since_as_a_buffer(
+    annotation: object, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The migration guide's step 3 after step 1: main adopted an undeclared mask (carried),
+    but left a declared one a plain attribute that .to() leaves behind."""
+    declared = {"mask": annotation, "state": annotation}
+    loaded = _save_then_load(
+        _version(nn.Module, {}), _version(autoreg.Module, declared), monkeypatch
+    )
+    assert _roles(loaded) == {
+        "mask": expected,
+        "state": expected,
+        "by_hand": "non-persistent buffer",
+    }
+    loaded.double()
+    assert loaded.mask.dtype == loaded.state.dtype == torch.float64
+
+
+@BUFFER_DECLARATIONS
+def test_an_autoreg_pickle_loads_a_name_declared_since_as_the_declaration_says(
+    annotation: object, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saved undeclared: mask a non-persistent buffer autoreg registered, state carried. main
+    kept both as they were; the declaration the class has now wins."""
+    declared = {"mask": annotation, "state": annotation, "by_hand": autoreg.Persistent}
+    saved_as = _version(autoreg.Module, {})
+    loaded = _save_then_load(saved_as, _version(autoreg.Module, declared), monkeypatch)
+    # by_hand was registered by hand: explicit, whatever the class declares now (row 3)
+    assert _roles(loaded) == {
+        "mask": expected,
+        "state": expected,
+        "by_hand": "non-persistent buffer",
+    }
+    loaded.double()
+    assert loaded.mask.dtype == loaded.state.dtype == torch.float64
+    with pytest.raises(TypeError, match=r"cannot assign 'str' as buffer 'mask'"):
+        loaded.mask = "released"  # declared: a promise, row 2 no longer applies
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [(autoreg.Carried, "carried"), (autoreg.Plain, "plain")],
+    ids=["Carried", "Plain"],
+)
+@pytest.mark.parametrize("saved_by", ["nn.Module", "autoreg"])
+def test_a_name_declared_carried_or_plain_since_is_loaded_so(
+    annotation: object, expected: str, saved_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = nn.Module if saved_by == "nn.Module" else autoreg.Module
+    declared = {"mask": annotation, "state": annotation}
+    loaded = _save_then_load(_version(base, {}), _version(autoreg.Module, declared), monkeypatch)
+    assert _roles(loaded) == {
+        "mask": expected,
+        "state": expected,
+        "by_hand": "non-persistent buffer",
+    }
+    assert list(loaded.state_dict()) == []
+
+
+def test_a_model_saved_and_loaded_under_the_same_class_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cls = _version(autoreg.Module, {"state": autoreg.Persistent})
+    loaded = _save_then_load(cls, cls, monkeypatch)
+    assert _roles(loaded) == {
+        "mask": "non-persistent buffer",
+        "state": "persistent buffer",
+        "by_hand": "non-persistent buffer",
+    }

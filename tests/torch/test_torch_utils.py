@@ -244,11 +244,12 @@ def test_derived_weights_never_become_buffers(
 
 
 @UTILITIES
-def test_derived_weight_written_in_init_under_no_grad_needs_a_plain_declaration(
+def test_derived_weight_written_in_init_under_no_grad_with_a_plain_declaration(
     utility: Callable[[nn.Module], None],
 ) -> None:
-    """Caveat: built under no_grad, a derived weight does not require grad - nothing says it is
-    derived - so ``weight: autoreg.Plain`` states it (or apply the utility after construction)."""
+    """Built under no_grad, a derived weight does not require grad: the utility's code tells it
+    apart (tests/contract/test_derived_weights.py), and a ``weight: autoreg.Plain`` declaration,
+    once the advice here, keeps working."""
 
     class Declared(AutoLinear):
         weight: autoreg.Plain

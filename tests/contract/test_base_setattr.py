@@ -1,0 +1,156 @@
+"""A base class whose ``__setattr__`` keeps a value elsewhere: autoreg carries only what lands in
+the instance's ``__dict__``.
+
+pyro's ``PyroModule.__setattr__`` stores a ``PyroParam`` (a named tuple: a container to autoreg)
+in a registry of its own and an unconstrained ``nn.Parameter`` beside it, never the tuple under
+its name. Whether the value landed in ``__dict__`` is observable after the base's ``__setattr__``
+ran; what it did not store there is not autoreg's to carry, nor for strict and warn mode to
+refuse or report. ``Keeper`` behaves the same way, without pyro.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+from autoreg._carry import carried
+from tests.support import role
+
+
+class Param(NamedTuple):
+    """A declaration of a constrained parameter, as pyro's ``PyroParam``."""
+
+    init: torch.Tensor
+    constraint: str
+
+
+class Keeper(nn.Module):
+    """Keeps a ``Param`` outside ``__dict__``: its spec in ``_specs``, its tensor as a parameter
+    under ``name + "_unconstrained"``; any other value is stored as nn.Module stores it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._specs: dict[str, str] = {}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, Param):
+            self.__dict__.pop(name, None)
+            self._specs[name] = value.constraint
+            super().__setattr__(name + "_unconstrained", nn.Parameter(value.init.clone()))
+            return
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        specs = self.__dict__.get("_specs", {})
+        if name in specs:
+            return getattr(self, name + "_unconstrained").exp()
+        return super().__getattr__(name)
+
+
+def _model(**mode: bool) -> type[nn.Module]:
+    class Model(autoreg.AutoRegisterMixin, Keeper, **mode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.loc = Param(torch.zeros(2), "positive")
+
+        def forward(self) -> torch.Tensor:
+            self.scale = Param(torch.ones(2), "positive")  # at run time too
+            return self.loc * self.scale
+
+    return Model
+
+
+MODES = pytest.mark.parametrize(
+    "mode", [{}, {"strict": True}, {"warn": True}], ids=["register", "strict", "warn"]
+)
+
+
+@MODES
+def test_a_value_the_base_keeps_elsewhere_is_not_carried_nor_refused(mode: dict[str, bool]) -> None:
+    """main: judged a container autoreg carries - strict mode refused the standard way to
+    declare the parameter, warn mode said "autoreg carries it" (false), and the name was marked
+    carried with nothing under it."""
+    model = _model(**mode)()  # warnings are errors in this suite
+    model()
+    for name in ("loc", "scale"):
+        assert name not in vars(model)
+        assert not carried(model, name)
+        assert name not in vars(model).get("_autoreg_carrying", {})
+    assert [n for n, _ in model.named_parameters()] == ["loc_unconstrained", "scale_unconstrained"]
+    model.double()
+    assert model.loc.dtype == model.scale.dtype == torch.float64  # nn.Module's parameters
+
+
+@MODES
+def test_a_value_the_base_stores_under_its_name_is_decided_as_before(mode: dict[str, bool]) -> None:
+    """A list of tensors, which the base stores as nn.Module does: carried (row 8), refused by
+    strict mode (the name left as it was), reported by warn mode."""
+    model = _model()()
+    model.history = []
+    if mode.get("strict"):
+        model = _model(strict=True)()
+        model.history = []  # nothing in it to refuse
+        before = dict(vars(model))
+        with pytest.raises(autoreg.UnregisteredTensorError, match=r"Model\.history"):
+            model.history = [torch.zeros(1)]
+        assert model.history == []
+        assert vars(model) == before  # roles and the list of carried names as they were
+        return
+    model = _model(**mode)()
+    if mode.get("warn"):
+        with pytest.warns(autoreg.AutoRegisterWarning, match=r"autoreg carries it"):
+            model.history = [torch.zeros(1)]
+    else:
+        model.history = [torch.zeros(1)]
+    assert role(model, "history") == "carried"
+    assert model.double().history[0].dtype == torch.float64
+
+
+def test_a_carried_name_the_base_then_keeps_elsewhere_is_no_longer_carried() -> None:
+    model = _model()()
+    model.extra = torch.zeros(2)  # run time: carried
+    model.extra = Param(torch.ones(2), "positive")  # the base takes the name over
+    assert "extra" not in vars(model)
+    assert not carried(model, "extra")
+    model.double()
+
+
+def test_a_tensor_the_base_stores_is_carried_at_run_time_and_refused_in_strict_mode() -> None:
+    model = _model()()
+    model.h = torch.zeros(2)
+    assert role(model, "h") == "carried"
+    strict = _model(strict=True)()
+    strict.h = None
+    with pytest.raises(autoreg.UnregisteredTensorError, match=r"Model\.h"):
+        strict.h = torch.zeros(2)
+    assert vars(strict)["h"] is None  # as it was
+
+
+# --- pyro itself ---------------------------------------------------------------------------------
+
+
+def test_pyros_own_parameter_declaration() -> None:
+    pyro_nn = pytest.importorskip("pyro.nn")
+    constraints = pytest.importorskip("torch.distributions.constraints")
+
+    class Model(autoreg.AutoRegisterMixin, pyro_nn.PyroModule, strict=True):
+        def __init__(self) -> None:
+            super().__init__()
+            self.loc = pyro_nn.PyroParam(torch.zeros(2))
+            self.scale = pyro_nn.PyroParam(torch.ones(2), constraint=constraints.positive)
+
+    class Warned(Model, strict=False, warn=True):
+        pass
+
+    for cls in (Model, Warned):  # strict: no refusal; warn: no warning (errors in this suite)
+        model = cls()
+        assert not carried(model, "loc")
+        assert not carried(model, "scale")
+        assert "scale" not in vars(model)
+        model.double()
+        assert model.scale.dtype == torch.float64
+        torch.testing.assert_close(model.scale, torch.ones(2, dtype=torch.float64))

@@ -1,0 +1,226 @@
+"""Copies that bypass autoreg's hooks share nothing of autoreg's.
+
+A user's textbook ``__getstate__`` (``return self.__dict__.copy()``) replaces the mixin's, and
+``DataParallel`` replicas copy ``__dict__`` directly: whatever autoreg keeps in an instance's
+``__dict__`` reaches the copy as the very same object. Nothing of it may be changed in place, so
+that what one of the two forgets, the other still holds and moves. nn.Module's own registries
+are shared by a shallow copy as they are for the hand-written twin; autoreg never changes one in
+place where nn.Module would not (row 2).
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+from tests.support import role
+
+
+class Recurrent(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.table = torch.ones(2)  # an auto-registered buffer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.h = self.lin(x).detach()  # carried
+        return self.h
+
+
+class Textbook(Recurrent):
+    """The ``__getstate__`` of every tutorial, which replaces the mixin's."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class TextbookLinear(autoreg.AutoRegisterMixin, nn.Linear):
+    """A class with a framework base (row 4), with the textbook ``__getstate__``."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def _pickle(module: nn.Module) -> nn.Module:
+    copied: nn.Module = pickle.loads(pickle.dumps(module))
+    return copied
+
+
+def _replica(module: nn.Module) -> nn.Module:
+    """What ``DataParallel`` makes of the module on each device (torch.nn.parallel.replicate)."""
+    replica: nn.Module = module._replicate_for_data_parallel()
+    return replica
+
+
+COPIES: dict[str, Callable[[nn.Module], nn.Module]] = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": _pickle,
+    "replica": _replica,
+}
+ALL_COPIES = pytest.mark.parametrize("clone", COPIES.values(), ids=COPIES.keys())
+CLASSES = pytest.mark.parametrize("cls", [Recurrent, Textbook], ids=["mixin's", "textbook"])
+
+
+@CLASSES
+@ALL_COPIES
+def test_deleting_a_carried_name_on_a_copy_leaves_the_original_carrying_it(
+    cls: type[Recurrent], clone: Callable[[nn.Module], nn.Module]
+) -> None:
+    """main, textbook copy and replica: the two shared the list of carried names, and the
+    original's ``.double()`` skipped its own ``h`` once the copy deleted its ``h``."""
+    original = cls()
+    original(torch.ones(1, 2))
+    copied = clone(original)
+    del copied.h
+    original.double()
+    assert original.h.dtype == torch.float64
+
+
+@CLASSES
+@ALL_COPIES
+def test_a_name_a_copy_carries_is_its_own(
+    cls: type[Recurrent], clone: Callable[[nn.Module], nn.Module]
+) -> None:
+    original = cls()
+    original(torch.ones(1, 2))
+    copied = clone(original)
+    copied.extra = torch.zeros(1)  # run time: carried by the copy
+    assert "extra" not in vars(original).get("_autoreg_carrying", {})
+    original.h = None  # the original drops its value; the copy keeps carrying its own
+    copied.double()
+    assert copied.extra.dtype == copied.h.dtype == torch.float64
+
+
+@CLASSES
+@ALL_COPIES
+def test_a_copy_keeps_carrying_what_it_stores_at_run_time(
+    cls: type[Recurrent], clone: Callable[[nn.Module], nn.Module]
+) -> None:
+    copied = clone(cls())
+    copied(torch.ones(1, 2))
+    assert role(copied, "h") == "carried"
+    assert role(copied, "table") == "non-persistent buffer"
+
+
+@pytest.mark.parametrize(
+    "clone", [copy.copy, copy.deepcopy, _pickle], ids=["copy", "deepcopy", "pickle"]
+)
+def test_a_textbook_copy_of_a_class_with_a_framework_base_keeps_autoregs_roles(
+    clone: Callable[[nn.Module], nn.Module],
+) -> None:
+    """main: without the mixin's marker the state looked like a pickle from before the class used
+    autoreg, and every name became the framework's (row 4): the copy no longer carried its
+    runtime state. The roles are in the state: it is autoreg's."""
+    original = TextbookLinear(2, 2)
+    original.h = torch.zeros(2)  # run time, the model's code: carried
+    copied = clone(original)
+    copied.h = torch.ones(2)
+    copied.other = torch.ones(1)
+    copied.double()
+    assert copied.h.dtype == copied.other.dtype == torch.float64
+
+
+def test_row_2_on_a_shallow_copy_leaves_the_originals_buffer() -> None:
+    """Row 2 unregisters an auto-registered buffer before a non-tensor is stored. A shallow copy
+    shares nn.Module's ``_buffers`` with the original (the twin's copy raises TypeError for the
+    same assignment); main deleted the buffer from the dict both share, silently."""
+    original = Recurrent()
+    shallow = copy.copy(original)
+    shallow.table = "released"
+    assert shallow.table == "released"
+    assert "table" not in shallow._buffers
+    assert original._buffers["table"] is original.table
+    assert "table" in original._non_persistent_buffers_set
+    original.double()
+    assert original.table.dtype == torch.float64
+
+    twin = nn.Module()
+    twin.register_buffer("table", torch.ones(2), persistent=False)
+    with pytest.raises(TypeError, match=r"cannot assign 'str' as buffer 'table'"):
+        copy.copy(twin).table = "released"
+    assert "table" in twin._buffers
+
+
+class Reset(autoreg.Module):
+    """Copies itself in ``reset_buffers()``, a construction method that begins after
+    nn.Module.__init__ ran (the instance's ``__dict__`` holds the mark then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshots: list[nn.Module] = []
+
+    def reset_buffers(self) -> None:
+        self.table = torch.ones(1)
+        self.snapshots.append(copy.copy(self))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def test_a_textbook_copy_made_during_construction_is_not_constructing() -> None:
+    module = Reset()
+    module.reset_buffers()
+    snapshot = module.snapshots[0]
+    snapshot.later = torch.zeros(1)  # built already: run-time state, carried
+    assert role(snapshot, "later") == "carried"
+
+
+class Declared(autoreg.Module):
+    table: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.table = torch.ones(2)
+
+
+@pytest.mark.parametrize("mode", [{"strict": True}, {"warn": True}], ids=["strict", "warn"])
+def test_a_replica_of_a_strict_or_warn_module_is_made_silently(mode: dict[str, bool]) -> None:
+    """``DataParallel`` assigns the replica's ``__dict__`` through ``__setattr__``: a name that
+    cannot hold a buffer (row 7), neither refused nor warned about, nor carried. main: the
+    dict was judged a container, and the check of its tensors raised AttributeError."""
+    cls = type("Replicated", (Declared,), {"__module__": __name__}, **mode)
+    replica = _replica(cls())  # warnings are errors in this suite
+    assert "__dict__" not in vars(replica).get("_autoreg_carrying", {})
+    assert replica._buffers["table"] is not None
+    replica.double()
+
+
+class Stores(autoreg.Module):
+    """Stores a tensor around ``__setattr__``: never decided, never carried (nor moved by
+    nn.Module), also on a copy; and carries another."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.__dict__["raw"] = torch.zeros(2)
+
+    def forward(self) -> None:
+        self.state = torch.zeros(2)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@pytest.mark.parametrize(
+    "clone", [copy.copy, copy.deepcopy, _pickle], ids=["copy", "deepcopy", "pickle"]
+)
+def test_a_textbook_copy_is_not_adopted_as_a_pickle_from_before_autoreg(
+    clone: Callable[[nn.Module], nn.Module],
+) -> None:
+    """main: the state lacked the mixin's marker, so it was adopted as a pickle of the class
+    from before it used autoreg, and the tensor written around ``__setattr__`` was carried."""
+    original = Stores()
+    original()
+    copied = clone(original)
+    copied.double()
+    assert copied.state.dtype == torch.float64
+    assert copied.raw.dtype == torch.float32
+    assert role(copied, "raw") == "plain"
