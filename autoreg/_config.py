@@ -27,12 +27,16 @@ class Mode(enum.Enum):
 
 
 def environment_mode() -> Mode | None:
-    """The mode ``AUTOREG_MODE`` forces on every class, or None when it is unset or empty."""
+    """The mode ``AUTOREG_MODE`` forces on every class, or None when it is unset or empty.
+
+    Case and surrounding spaces do not count (``STRICT``, ``" strict"``): a shell or a CI file
+    writes the value, and what it means is not in doubt.
+    """
     value = os.environ.get(ENV_VAR, "")
-    if not value:
+    if not value.strip():
         return None
     try:
-        return Mode(value)
+        return Mode(value.strip().lower())
     except ValueError:
         valid = ", ".join(repr(mode.value) for mode in Mode)
         raise ConfigurationError(BAD_MODE.format(value=value, valid=valid)) from None

@@ -229,7 +229,11 @@ def create_record(cls: type, mixin: type, keywords: dict[str, Any]) -> ClassReco
     }
     if own.get("strict") and own.get("warn"):
         raise ClassDefinitionError(STRICT_AND_WARN.format(cls=name))
-    return ClassRecord(cls, mixin, own, parent)
+    try:
+        return ClassRecord(cls, mixin, own, parent)
+    except ConfigurationError as error:
+        # A bad AUTOREG_MODE: the traceback goes from the user's class statement to this line.
+        raise error.with_traceback(None) from None
 
 
 def unknown_keywords(cls: type, mixin: type, keywords: dict[str, Any]) -> None:

@@ -102,9 +102,13 @@ def run_forward(
     with _counting_cudagraph_recordings() if device == "cuda" else contextlib.nullcontext():
         for config in configs:
             jobs = [(config.models[0], True)] + [(name, False) for name in config.models]
+            aa: Row | None = None  # the configuration's A/A row: it runs first
             for index, (name, control) in enumerate(jobs):
                 label = f"A/A {name}" if control else name
                 row = Row("forward", config.label, label, None if control else LIMIT, control)
+                if aa is not None:
+                    row.noise = aa.ratio("control")  # each model is judged against its noise
+                aa = aa or row
                 rows.append(row)
                 if deadline is not None and time.perf_counter() > deadline:
                     row.skipped = "time budget (--budget-s) spent before it started"

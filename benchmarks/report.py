@@ -31,7 +31,7 @@ from .zoo import SPECS
 
 __all__ = ["build", "describe_machine", "format_markdown", "write_files"]
 
-SCHEMA = 3
+SCHEMA = 4  # 4: targets.within_noise, row.noise; not_met leaves within-noise rows out
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -112,10 +112,15 @@ def build(
         "targets": {
             "met": sum(item["status"] == "met" for item in judged),
             "of": len(judged),
-            "not_met": [f"{i['group']}: {i['name']}" for i in judged if i["status"] != "met"],
+            "within_noise": [_name(i) for i in judged if i["status"] == "within noise"],
+            "not_met": [_name(i) for i in judged if i["status"] not in ("met", "within noise")],
         },
         "duration_s": round(duration_s, 1),
     }
+
+
+def _name(item: dict[str, Any]) -> str:
+    return f"{item['group']}: {item['name']}"
 
 
 def _header(report: dict[str, Any]) -> str:
@@ -164,14 +169,13 @@ def _notes(item: dict[str, Any], items: list[dict[str, Any]]) -> str:
 def _ratio_table(report: dict[str, Any]) -> list[str]:
     """The ratios, their noise floor and the targets, as markdown (the times are ``Compare``'s)."""
     items = report["rows"]
-    controls = {i["group"]: i["ratio"] for i in items if i["control"] and i["ratio"]}
     headers = ["group", "row", "ratio median [IQR]", "A/A", "(c)-(b)", "target", "status", "notes"]
     lines = [_md_row(headers), _md_row(["---"] * len(headers))]
     for item in items:
-        floor = item["control_ratio"] or (None if item["control"] else controls.get(item["group"]))
+        floor = None if item["control"] else item["control_ratio"] or item["noise"]
         lines.append(_md_row([
             item["group"], item["name"], ratio_cell(item["ratio"]),
-            f"{floor[1]:.3f}" if floor and not item["control"] else "",
+            f"{floor[1]:.3f}" if floor else "",
             "" if item["diff_s"] is None else _signed_time(item["diff_s"]),
             "" if item["limit"] is None else f"<= {item['limit']:.2f}",
             item["status"], _notes(item, items),
@@ -201,14 +205,18 @@ def format_markdown(report: dict[str, Any]) -> str:
         f"median is at most its limit. Command: `{s['command']}`; took {report['duration_s']} s.",
         "", *(f"- {note}" for note in report["notes"]), "",
         "## Ratios and targets", "", *_ratio_table(report), "",
-        f"{report['targets']['met']}/{report['targets']['of']} targets met.", "",
+        _targets_line(report["targets"]), "",
         "## Times per call (`torch.utils.benchmark.Compare`: median over rounds)", "",
         "```", report["times"], "```", "",
         "## Reading the numbers", "",
         "- **A/A**: a second, separately built (compiled: separately compiled) (b) timed "
         "against (b) the same way; its distance from 1.00 is the noise floor. Forward: one per "
         "configuration (its first model); micro: one per row.",
-        "- **status**: forward rows also fail (`FAILED`) when dynamo frames, CUDA-graph skips "
+        "- **status**: `met` when the median ratio is at most the target; `within noise` when "
+        "it is not, but the ratio's interquartile range holds the target or the median is no "
+        "farther above the target than the row's A/A median is from 1.00 (the run cannot tell "
+        "it from a met target); `MISSED` otherwise.",
+        "- **FAILED**: a forward row fails when dynamo frames, CUDA-graph skips "
         "or CUDA-graph recordings differ between (b) and (c) or change while timed, when (c) "
         "has more graph breaks, or when (c)'s steady-state outputs are not (b)'s (bitwise; on "
         "CUDA within tolerance where a kernel is nondeterministic).",
@@ -222,6 +230,14 @@ def format_markdown(report: dict[str, Any]) -> str:
     if s.get("interrupted"):
         lines.insert(2, f"**Incomplete:** {s['interrupted']}.\n")
     return "\n".join(lines)
+
+
+def _targets_line(targets: dict[str, Any]) -> str:
+    noise, not_met = len(targets["within_noise"]), len(targets["not_met"])
+    return (
+        f"{targets['met']}/{targets['of']} targets met, {noise} within noise (A/A), "
+        f"{not_met} not met."
+    )
 
 
 def _md_row(cells: Sequence[str]) -> str:

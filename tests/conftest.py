@@ -1,5 +1,11 @@
 """Shared test set-up: every test starts without AUTOREG_MODE, whatever the shell exported.
 
+``pytest`` (the README's command) skips the tests marked ``slow`` (each takes seconds: subprocesses,
+builds, distributed, compile, benchmarks), so that it stays within a few minutes on 2 cores as the
+suite grows; ``AUTOREG_TEST_SLOW=1`` runs them, and every nox session sets it (CI runs the whole
+suite with the same command). A ``-m`` expression that names ``slow`` decides for itself
+(``pytest -m slow`` runs only them). The header of a run says which it was.
+
 The suite runs on every torch from 2.5 on (``nox -t matrix``). A test that checks behaviour torch
 itself changed says so: an expected value that depends on the version compares
 ``torch.__version__`` (a ``TorchVersion``: ``torch.__version__ >= "2.14"``, the local part ``+cpu``
@@ -33,6 +39,19 @@ INTEGRATIONS = (  # the `integrations` extra of pyproject.toml
     "onnxruntime",
 )
 REQUIRE_INTEGRATIONS = "AUTOREG_REQUIRE_INTEGRATIONS"
+SLOW = "AUTOREG_TEST_SLOW"
+
+
+def _runs_slow(config: pytest.Config) -> bool:
+    return os.environ.get(SLOW) == "1" or "slow" in (config.option.markexpr or "")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if os.environ.get(SLOW) == "1":
+        return f"slow tests: run ({SLOW}=1)"
+    if _runs_slow(config):
+        return "slow tests: as -m selects them"
+    return f"slow tests: skipped ({SLOW}=1 runs them, as CI does)"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -45,6 +64,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("slow") is not None and not _runs_slow(item.config):
+        pytest.skip(f"slow: {SLOW}=1 runs it (CI does)")
     for mark in item.iter_markers("requires_torch"):
         (minimum,) = mark.args
         if torch.__version__ < minimum:

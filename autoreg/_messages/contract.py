@@ -32,10 +32,10 @@ STRICT_AND_WARN: Final = """\
 class {cls} sets both strict=True and warn=True; choose one.
 strict=True raises on every undeclared tensor; warn=True registers it and warns once."""
 
+# One line: it ends a traceback at the user's class statement, and the CLI prints it as it is.
 BAD_MODE: Final = """\
-AUTOREG_MODE={value!r} is not a mode autoreg knows.
-Valid values: {valid}. Leave it unset (or empty) to use each class's own keywords; \
-the default is 'register'."""
+AUTOREG_MODE={value!r} is not a mode autoreg knows. Valid values: {valid}. Leave it unset \
+(or empty) to use each class's own keywords; the default is 'register'."""
 
 # --- assignments (strict and warn mode) ----------------------------------------------------------
 

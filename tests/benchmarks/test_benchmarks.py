@@ -24,6 +24,7 @@ import autoreg
 from benchmarks import forward, micro, timing, zoo
 from benchmarks.__main__ import _parser
 from benchmarks.forward import COUNTERS
+from benchmarks.report import build, format_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 Run = tuple[dict[str, Any], Path, str]  # a run's report, its output directory, its stdout
@@ -104,7 +105,7 @@ def test_files_are_written_and_name_the_machine(quick: Run):
     assert machine["commit"][:40] in markdown
     assert markdown in stdout  # stdout shows the markdown report
     assert "Times are in" in stdout  # torch.utils.benchmark.Compare's tables
-    assert f"{report['targets']['met']}/{report['targets']['of']} targets met" in stdout
+    assert f"{report['targets']['met']}/{report['targets']['of']} targets met, " in stdout
 
 
 @pytest.mark.slow
@@ -123,6 +124,10 @@ def test_quick_forward_times_every_model_against_an_aa_control(quick: Run):
         assert row["failures"] == [], row
         assert row["limit"] == (None if row["control"] else forward.LIMIT)
         assert ("autoreg_calls" in row["checks"]) != row["control"], row
+    # Each model's row is judged against its configuration's A/A (noise: status "within noise").
+    controls = {row["group"]: row["control_ratio"] for row in rows if row["control"]}
+    for row in rows:
+        assert row["noise"] == (None if row["control"] else controls[row["group"]]), row
 
 
 @pytest.mark.slow
@@ -135,8 +140,15 @@ def test_quick_micro_has_every_target_and_a_noise_floor(quick: Run):
         q1, median, q3 = row["ratio"]
         assert q1 <= median <= q3
         assert row["control_ratio"][0] <= row["control_ratio"][1] <= row["control_ratio"][2]
-        if row["limit"] is not None:
-            assert row["status"] == ("met" if median <= row["limit"] else "MISSED"), row
+        if row["limit"] is None:
+            continue
+        noise = abs(row["control_ratio"][1] - 1)
+        if median <= row["limit"]:
+            assert row["status"] == "met", row
+        elif q1 <= row["limit"] or median - row["limit"] <= noise:
+            assert row["status"] == "within noise", row
+        else:
+            assert row["status"] == "MISSED", row
     assert rows[-1]["name"].endswith("2000 alive")
 
 
@@ -225,9 +237,14 @@ def test_gpu_plan_metadata(gpu_plan: Run):
 # --- the parts -----------------------------------------------------------------------------------
 
 
-def _row(ratio: float, **changes: Any) -> timing.Row:
+def _row(ratio: float | list[float], **changes: Any) -> timing.Row:
+    """A micro row timed over 3 rounds (hand 1.0 each): ``ratio`` per round, or the same for all;
+    ``control``: a number is the A/A control's ratio in every round."""
     row = timing.Row("micro", "micro", "op", limit=1.00)
-    row.times = {"hand": [1.0, 1.0, 1.0], "auto": [ratio] * 3}
+    ratios = ratio if isinstance(ratio, list) else [ratio] * 3
+    row.times = {"hand": [1.0, 1.0, 1.0], "auto": ratios}
+    if isinstance(changes.get("control"), float):
+        row.times["control"] = [changes.pop("control")] * 3
     for name, value in changes.items():
         setattr(row, name, value)
     return row
@@ -249,6 +266,67 @@ def _row(ratio: float, **changes: Any) -> timing.Row:
 )
 def test_status_is_met_when_the_median_is_at_most_the_limit(row: timing.Row, status: str):
     assert row.status == status
+
+
+@pytest.mark.parametrize(
+    ("row", "status"),
+    [
+        # quartiles 0.995 / 1.02 / 1.035: the interval holds the target 1.00
+        (_row([0.97, 1.02, 1.05]), "within noise"),
+        (_row([1.01, 1.02, 1.05]), "MISSED"),  # 0.02 above it, and no A/A to compare
+        (_row(1.02, control=0.97), "within noise"),  # A/A 0.97: noise 0.03 >= 0.02
+        (_row(1.02, control=1.03), "within noise"),  # noise either side of 1.00
+        (_row(1.02, control=1.01), "MISSED"),  # noise 0.01 < 0.02
+        # a forward row: its A/A is the configuration's control row, given as ``noise``
+        (_row(1.02, noise=(0.96, 0.97, 0.98)), "within noise"),
+        (_row(1.02, noise=(1.0, 1.01, 1.02)), "MISSED"),
+        (_row(1.02, control=1.01, noise=(0.9, 0.9, 0.9)), "MISSED"),  # its own A/A first
+        (_row(1.0, control=2.0), "met"),
+    ],
+    ids=[
+        "interval-holds-target",
+        "interval-above-target",
+        "own-aa-below",
+        "own-aa-above",
+        "own-aa-too-small",
+        "configuration-aa",
+        "configuration-aa-too-small",
+        "own-aa-wins",
+        "met-whatever-the-noise",
+    ],
+)
+def test_a_miss_inside_its_noise_is_within_noise_not_missed(row: timing.Row, status: str):
+    assert row.status == status
+
+
+def test_the_report_says_within_noise_and_counts_it_apart(tmp_path: Path):
+    control = timing.Row("forward", "eager", "A/A Net", None, control=True)
+    control.times = {"hand": [1.0] * 3, "control": [0.96] * 3}
+    near = timing.Row("forward", "eager", "Net", 1.01, noise=control.ratio("control"))
+    near.times = {"hand": [1.0] * 3, "auto": [1.03] * 3}
+    far = _row(1.2, control=1.01)
+    met = _row(0.99)
+    machine = {"device": "cpu", "date": "2026-12-04", "datetime_utc": "2026-12-04T00:00:00+00:00"}
+    machine |= {"cpu": "cpu", "cpu_count": 2, "gpu": None, "torch_threads": 1, "tf32": {}}
+    machine |= {"autoreg": "0.1.0", "commit": "abc", "collect_env": {
+        "torch_version": "2.13.0", "python_version": "3.11.7", "os": "Linux"}}  # fmt: skip
+    settings = {"forward": (3, 0.01), "micro": (3, 0.01), "heavy": (3, 0.01), "clock": "c",
+                "command": "python -m benchmarks", "file_suffix": ""}  # fmt: skip
+    built = build("quick", machine, settings, [control, near, far, met], [], 1.0)
+    assert [row["status"] for row in built["rows"]] == [
+        "noise floor", "within noise", "MISSED", "met"
+    ]  # fmt: skip
+    assert built["targets"] == {
+        "met": 1,
+        "of": 3,
+        "within_noise": ["eager: Net"],
+        "not_met": ["micro: op"],
+    }
+    markdown = format_markdown(built)
+    assert "1/3 targets met, 1 within noise (A/A), 1 not met." in markdown
+    (near_line,) = [line for line in markdown.splitlines() if line.startswith("| eager | Net |")]
+    assert "| 0.960 |" in near_line  # the configuration's A/A, shown on the row it judges
+    assert "| within noise |" in near_line
 
 
 def test_a_row_gives_quartiles_of_the_ratios_and_the_median_difference():

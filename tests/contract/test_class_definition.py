@@ -136,7 +136,7 @@ def test_a_bad_autoreg_mode_lists_the_valid_values_and_the_default(
             pass
 
     assert str(caught.value) == (
-        "AUTOREG_MODE='Strict!' is not a mode autoreg knows.\n"
+        "AUTOREG_MODE='Strict!' is not a mode autoreg knows. "
         "Valid values: 'register', 'warn', 'strict'. Leave it unset (or empty) to use each class's "
         "own keywords; the default is 'register'."
     )

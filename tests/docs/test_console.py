@@ -7,9 +7,10 @@ inside a line for any text. A command must exit with status 0 unless the next co
 ``echo $?``, which prints its status. Only ```console blocks run: keep commands that must not run
 here (installing, running the whole test suite) in ```sh blocks.
 
-``AUTOREG_UPDATE_DOCS=1`` rewrites the expected output of each command whose output no longer
-matches with the real one (the repository's path shown as ``...``), for a change of the command
-line's output format: review the diff, and shorten long output with ``...`` again.
+These tests are slow (a process per command): ``pytest`` skips them, ``AUTOREG_TEST_SLOW=1`` runs
+them. ``AUTOREG_UPDATE_DOCS=1`` rewrites the expected output of each command whose output no
+longer matches with the real one (the repository's path shown as ``...``), for a change of the
+command line's output format: review the diff, and shorten long output with ``...`` again.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def test_the_docs_walk_through_a_migration_and_both_audits() -> None:
     assert any(command.endswith("--forward") for command in commands)
 
 
+# slow: each command is a process that imports torch (1 to 8 s a block on 2 cores).
+@pytest.mark.slow
 @pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=[block_id(block) for block in CONSOLE_BLOCKS])
 def test_each_console_block_runs_as_written(block: Block) -> None:
     steps = parse_console(block.body)

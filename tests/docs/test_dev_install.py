@@ -3,7 +3,8 @@
 The block marked ``<!-- dev-install -->`` runs as written, line by line in one bash, from a copy of
 the sources: it makes a fresh venv, installs torch 2.13.0, pins it in a constraints file, then
 installs the project with the ``test`` and ``integrations`` extras. Afterwards torch must still be
-2.13.0, torchvision must be absent, and the frameworks the suite needs must import.
+2.13.0, torchvision must be absent, and the frameworks the suite needs and the documentation tools
+(the ``docs`` extra, part of ``test``) must import: the venv's own pip installs them.
 
 Before timm had its own extra, this install replaced torch 2.13.0 with the registry's newest
 torchvision's torch (a CUDA build and 15 ``nvidia-*`` packages) unless a constraints file held it.
@@ -27,11 +28,15 @@ from .sources import copy_sources
 
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 FRAMEWORKS = ("lightning", "transformers", "accelerate", "torchmetrics", "onnx", "onnxruntime")
+# The docs extra, which the test extra includes: installed by the pip a fresh venv has (23.2 with
+# Python 3.11), which cannot install dependency groups (pip >= 25.1).
+DOCS_TOOLS = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
 CHECK = f"""
-import importlib, importlib.util, torch
-for name in {FRAMEWORKS!r}:
+import importlib, importlib.metadata, importlib.util, torch
+for name in {FRAMEWORKS + DOCS_TOOLS!r}:
     importlib.import_module(name)
-print(torch.__version__, importlib.util.find_spec("torchvision") is not None)
+print(torch.__version__, importlib.util.find_spec("torchvision") is not None,
+      importlib.metadata.version("pip"))
 """
 
 
@@ -92,6 +97,6 @@ def test_the_development_install_keeps_torch_and_brings_no_torchvision(tmp_path:
         check=False,
     )
     assert checked.returncode == 0, checked.stderr[-3000:]
-    version, torchvision = checked.stdout.split()
+    version, torchvision, _pip = checked.stdout.split()  # _pip: 23.2.1, the venv's own
     assert version.split("+")[0] == "2.13.0", f"the install replaced torch 2.13.0 by {version}"
     assert torchvision == "False", "the install brought torchvision"

@@ -1,6 +1,8 @@
 """The distribution as a user gets it: build the sdist and, from it, the wheel; check that the
-sdist is the whole source tree (pytest collects from the unpacked sdist); install the wheel into a
-fresh venv; import it there and run both command lines.
+sdist is the whole source tree (pytest collects from the unpacked sdist); check both with
+``twine check --strict``, as the package index would see them; install the wheel into a fresh venv;
+import it there and run both command lines. The metadata states what is tested: the Python
+classifiers are the Pythons the nox sessions run, and each classifier is one the index knows.
 
 Offline and fast: the build runs without isolation (the backend is a test dependency) and the
 fresh venv sees the running environment's packages (torch) through a .pth file, so the wheel is
@@ -10,6 +12,7 @@ PYTHONPATH, so that ``autoreg`` can only come from the installed wheel (or the u
 
 from __future__ import annotations
 
+import ast
 import email.parser
 import os
 import re
@@ -17,12 +20,17 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+import trove_classifiers
 
+import autoreg
+
+from .pages import ROOT
 from .sources import copy_sources, source_files
 
 LEAKY_MODEL = """\
@@ -36,7 +44,7 @@ class Leaky(nn.Module):
         self.mask = torch.ones(2, 2)
 """
 
-pytestmark = pytest.mark.slow
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
 # What the sdist holds besides the sources: metadata setuptools writes.
@@ -94,6 +102,7 @@ def _sdist_names(dist: Path) -> set[str]:
         }
 
 
+@pytest.mark.slow
 def test_the_sdist_is_the_whole_source_tree(dist: Path) -> None:
     names = _sdist_names(dist)
     assert {
@@ -119,6 +128,7 @@ def test_the_sdist_is_the_whole_source_tree(dist: Path) -> None:
     assert extra == [], "files in the sdist that are not sources"
 
 
+@pytest.mark.slow
 def test_pytest_collects_the_suite_from_the_unpacked_sdist(dist: Path, tmp_path: Path) -> None:
     (sdist,) = dist.glob("torch_autoreg-*.tar.gz")
     with tarfile.open(sdist) as archive:
@@ -133,6 +143,7 @@ def test_pytest_collects_the_suite_from_the_unpacked_sdist(dist: Path, tmp_path:
     assert int(count.group(1)) > 500
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_the_package_its_metadata_and_the_console_script(dist: Path) -> None:
     (wheel,) = dist.glob("torch_autoreg-*-py3-none-any.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -143,11 +154,82 @@ def test_the_wheel_holds_the_package_its_metadata_and_the_console_script(dist: P
     assert {"autoreg/__init__.py", "autoreg/__main__.py", "autoreg/py.typed"} <= names
     assert not [name for name in names if name.startswith(("tests/", "benchmarks/", "examples/"))]
     assert metadata["Name"] == "torch-autoreg"
+    assert metadata["Version"] == autoreg.__version__
     assert metadata["Requires-Python"] == ">=3.11"
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert metadata["License-Expression"] == "MIT"
     assert "torch>=2.5" in metadata.get_all("Requires-Dist")
+    assert set(metadata.get_all("Classifier")) == set(PROJECT["classifiers"])
     assert "autoreg = autoreg._cli:main" in entry_points
 
 
+def _twine_check(*files: Path) -> subprocess.CompletedProcess[str]:
+    return _run(sys.executable, "-m", "twine", "check", "--strict", *files, cwd=files[0].parent)
+
+
+@pytest.mark.slow
+def test_twine_check_passes_on_the_sdist_and_the_wheel(dist: Path) -> None:
+    files = sorted(dist.glob("torch_autoreg-*"))
+    assert len(files) == 2
+    checked = _twine_check(*files)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2, checked.stdout
+    assert "Markdown renderers are not available" not in checked.stderr  # it rendered the README
+
+
+@pytest.mark.slow
+def test_twine_check_fails_on_a_wheel_whose_description_type_is_gone(
+    dist: Path, tmp_path: Path
+) -> None:
+    """The companion: the check above can fail."""
+    (wheel,) = dist.glob("*.whl")
+    broken = tmp_path / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(broken, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename.endswith(".dist-info/METADATA"):
+                data = re.sub(rb"^Description-Content-Type: .*\n", b"", data, flags=re.MULTILINE)
+            target.writestr(item, data)
+    checked = _twine_check(broken)
+    assert checked.returncode != 0
+    assert "long_description_content_type" in checked.stdout + checked.stderr
+
+
+def _tested_pythons() -> set[str]:
+    """The Pythons the nox sessions run the suite on: PYTHON and the keys of PYTHONS."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    found = {
+        target.id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id in ("PYTHON", "PYTHONS")
+    }
+    return {found["PYTHON"], *found["PYTHONS"]}
+
+
+def test_the_python_classifiers_are_the_pythons_the_suite_runs_on() -> None:
+    prefix = "Programming Language :: Python :: "
+    listed = {c.removeprefix(prefix) for c in PROJECT["classifiers"] if re.fullmatch(
+        re.escape(prefix) + r"3\.\d+", c)}  # fmt: skip
+    tested = _tested_pythons()
+    assert listed == tested == {"3.11", "3.12", "3.13"}
+    assert PROJECT["requires-python"] == f">={min(tested, key=lambda v: int(v.split('.')[1]))}"
+    readme = (ROOT / "README.md").read_text()
+    assert "Python 3.11, 3.12 and 3.13" in " ".join(readme.split())
+
+
+def test_every_classifier_is_one_the_package_index_knows() -> None:
+    unknown = [c for c in PROJECT["classifiers"] if c not in trove_classifiers.classifiers]
+    assert unknown == []
+    assert not any(c.startswith("License ::") for c in PROJECT["classifiers"])  # PEP 639: license=
+
+
+def test_the_version_is_the_packages() -> None:
+    assert PROJECT["version"] == autoreg.__version__
+
+
+@pytest.mark.slow
 def test_the_installed_wheel_imports_from_the_venv(installed: Path, tmp_path: Path) -> None:
     where = _run(
         installed / "python", "-c", "import autoreg; print(autoreg.__file__)", cwd=tmp_path
@@ -156,6 +238,7 @@ def test_the_installed_wheel_imports_from_the_venv(installed: Path, tmp_path: Pa
     assert Path(where.stdout.strip()).is_relative_to(installed.parent)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [

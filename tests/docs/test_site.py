@@ -1,6 +1,7 @@
 """The documentation site's structure: every page is in the nav, every public name in the API
 reference. ``nox -s docs`` builds the site with ``mkdocs build --strict`` (links, anchors, API
-references); these checks run with the suite, without mkdocs.
+references); these checks run with the suite, without mkdocs. The built site's links:
+test_links.py.
 """
 
 from __future__ import annotations
@@ -29,8 +30,3 @@ def test_the_api_reference_documents_every_public_name() -> None:
     public = {f"autoreg.{name}" for name in autoreg.__all__}
     public |= {f"autoreg.testing.{name}" for name in autoreg.testing.__all__}
     assert documented == public
-
-
-def test_the_changelog_and_contributing_pages_include_the_files() -> None:
-    assert (DOCS / "changelog.md").read_text() == '--8<-- "CHANGELOG.md"\n'
-    assert (DOCS / "contributing.md").read_text() == '--8<-- "CONTRIBUTING.md"\n'
