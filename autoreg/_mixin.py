@@ -113,7 +113,7 @@ class AutoRegisterMixin(_MixinBase):
         if persistent is None and strict is None and warn is None:
             parent = plain_subclass_of(cls)
             if parent is not None:  # torch's parametrizations make one such class per instance
-                cls.__autoreg__ = ClassRecord(cls, AutoRegisterMixin, {}, parent)
+                cls.__autoreg__ = create_record(cls, AutoRegisterMixin, {}, parent)
                 if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
                     prepare(cls)  # else its __init__ is its base's, prepared already
                 return

@@ -217,18 +217,24 @@ def record_of(module: object) -> ClassRecord:
     return record
 
 
-def create_record(cls: type, mixin: type, keywords: dict[str, Any]) -> ClassRecord:
-    """Check a new autoreg class and its keywords; return its record."""
-    parent = plain_subclass_of(cls)
-    _check_bases(cls, mixin)
-    name = cls.__name__
-    own = {
-        key: value
-        for key in KEYWORDS
-        if (value := check_bool(name, key, keywords.get(key))) is not None
-    }
-    if own.get("strict") and own.get("warn"):
-        raise ClassDefinitionError(STRICT_AND_WARN.format(cls=name))
+def create_record(
+    cls: type, mixin: type, keywords: dict[str, Any], parent: ClassRecord | None = None
+) -> ClassRecord:
+    """Check a new autoreg class and its keywords; return its record. ``parent``: the record of
+    its one base, for a class without keywords that ``plain_subclass_of`` found (nothing to
+    check)."""
+    own: dict[str, bool] = {}
+    if parent is None:
+        parent = plain_subclass_of(cls)
+        _check_bases(cls, mixin)
+        name = cls.__name__
+        own = {
+            key: value
+            for key in KEYWORDS
+            if (value := check_bool(name, key, keywords.get(key))) is not None
+        }
+        if own.get("strict") and own.get("warn"):
+            raise ClassDefinitionError(STRICT_AND_WARN.format(cls=name))
     try:
         return ClassRecord(cls, mixin, own, parent)
     except ConfigurationError as error:
