@@ -84,8 +84,8 @@ def stored_findings(
     found: list[tuple[tuple[str | int, ...], ForwardFinding]] = []
     for entry in locate_unregistered(twin):
         finding, holder = entry.finding, entry.holder
-        if id(finding.tensor) in before:
-            continue  # there before the pass
+        if id(finding.tensor) in before or finding.kind != "tensor":
+            continue  # there before the pass; or in an object, or an array: no module's store
         line = lines.get((id(holder), finding.attribute)) or made.get(finding.tensor)
         filename, lineno = line or _forward_line(holder)
         key = ("stored", filename, lineno, entry.holder_path, finding.attribute)

@@ -64,6 +64,16 @@ FIX_MODULE_IN_CONTAINER: Final = (
     "parameters()"
 )
 
+FIX_IN_OBJECT: Final = (
+    "a tensor inside a {holder} object, which .to() never reaches: keep it on the module instead "
+    "(a buffer, or an attribute of an autoreg.Module), and read it from there"
+)
+
+FIX_NUMPY: Final = (
+    "a numpy array, which .to() never moves: make it a tensor (torch.as_tensor) kept as a buffer, "
+    "and use that in forward"
+)
+
 FIX_CONTAINER_PARAMETERS: Final = (
     "nn.{container} if these are weights to train; if not, .detach() them"
 )

@@ -149,7 +149,7 @@ def test_each_pattern_is_found_at_its_line_and_its_fix_is_clean(
     [
         (forward_zoo.Positions, False, "device=self.positions.weight.device"),
         (forward_zoo.Window, False, "device=x.device"),  # torch.from_numpy in forward makes it
-        (forward_zoo.Configured, True, "made before forward"),
+        (forward_zoo.Configured, True, "config.scale is"),
         (forward_zoo.Global, True, "made before forward"),
         (forward_zoo.Closure, True, "made before forward"),
         (forward_zoo.PlainAttribute, True, "offset is a plain attribute .to() leaves behind"),

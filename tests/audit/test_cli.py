@@ -228,6 +228,7 @@ def test_json_for_machines(importable: Path, capsys: pytest.CaptureFixture[str])
     ]
     assert report["findings"][0] == {
         "path": "mask",
+        "kind": "tensor",
         "class": "Leaky",
         "attribute": "mask",
         "shape": [2, 2],

@@ -390,6 +390,7 @@ def test_a_finding_is_frozen_and_reads_well() -> None:
     )
     assert finding.as_dict() == {
         "path": "mask",
+        "kind": "tensor",
         "class": "Box",
         "attribute": "mask",
         "shape": [2],
