@@ -115,7 +115,7 @@ def odeint_adaptive(
             tolerance = atol + rtol * y.abs().max()
             if error <= tolerance:
                 y, now = y + h * (k1 + k2) / 2, now + h
-            ratio = float(tolerance / error.clamp_min(1e-12))
+            ratio = float((tolerance / error.clamp_min(1e-12)).detach())
             dt = h * min(2.0, max(0.2, 0.9 * math.sqrt(ratio)))
         trajectory.append(y)
     return torch.stack(trajectory)

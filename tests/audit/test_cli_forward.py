@@ -42,6 +42,11 @@ class Selects(nn.Module):
         return y[y > 0]
 
 
+class Broken(nn.Module):
+    def forward(self, x):
+        return x.reshpe(-1)
+
+
 def clean():
     print("building the model")
     return Clean(), (torch.ones(3, 2),)
@@ -59,6 +64,10 @@ def selects():
     return Selects(), (torch.ones(2, 4),)
 
 
+def broken():
+    return Broken(), (torch.ones(2, 4),)
+
+
 def model_only():
     return Clean()
 
@@ -71,7 +80,7 @@ instance = Clean()
 """
 
 POSITIONS_LINE = MODELS.splitlines().index("        positions = torch.arange(x.shape[-1])") + 1
-SELECTS_LINE = MODELS.splitlines().index("        return y[y > 0]") + 1
+BROKEN_LINE = MODELS.splitlines().index("        return x.reshpe(-1)") + 1
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +123,12 @@ def test_a_clean_forward_exits_0(model_dir: Path) -> None:
 
 @pytest.mark.parametrize(
     ("target", "status"),
-    [("cli_forward_models:clean_with_kwargs", 0), ("cli_forward_models:positions", 1)],
-    ids=["model-args-kwargs", "a-stray"],
+    [
+        ("cli_forward_models:clean_with_kwargs", 0),
+        ("cli_forward_models:positions", 1),
+        ("cli_forward_models:selects", 0),  # y[y > 0]: values, which the audit has
+    ],
+    ids=["model-args-kwargs", "a-stray", "a-shape-from-values"],
 )
 def test_the_factory_returns_model_and_args_and_optionally_kwargs(
     importable: Path, capsys: pytest.CaptureFixture[str], target: str, status: int
@@ -152,6 +165,10 @@ def test_json_adds_the_forward_findings(
         "class_name": "Positions",
         "module_path": "",
         "mode": "train",
+        "dtype": "int64",
+        "shape": [4],
+        "device": "cpu",
+        "reason": "add meets it next to the model's tensors",
     }
     assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not
 
@@ -181,12 +198,12 @@ def test_without_forward_the_json_has_no_forward_key(
             r"^cli_forward_models:args_not_a_sequence\(\) returned \(Clean\(",
         ),
         (
-            "cli_forward_models:selects",
-            r"^cannot audit the forward of cli_forward_models:selects: the forward of Selects "
-            rf"raised on the meta device, at cli_forward_models.py:{SELECTS_LINE}: ",
+            "cli_forward_models:broken",
+            r"^cannot audit the forward of cli_forward_models:broken: the forward of Broken "
+            rf"raises at cli_forward_models.py:{BROKEN_LINE}: ",
         ),
     ],
-    ids=["a-module", "a-module-instance", "args-not-a-sequence", "meta-cannot-run-it"],
+    ids=["a-module", "a-module-instance", "args-not-a-sequence", "forward-raises"],
 )
 def test_usage_errors_exit_2(
     importable: Path, capsys: pytest.CaptureFixture[str], target: str, message: str

@@ -42,7 +42,8 @@ def test_the_plain_attribute_and_the_randn_of_one_line_are_two_findings() -> Non
     ]
     attribute, randn = findings[0], findings[1]
     assert attribute.fix.startswith("noise_std is a plain attribute .to() leaves behind: ")
-    assert randn.fix == "device=x.device (or torch.randn_like(x) for x's shape)"
+    assert randn.fix == "device=x.device, dtype=x.dtype (or torch.randn_like(x) for x's shape)"
+    assert (attribute.attribute, randn.attribute) == ("noise_std", "")
     assert {f.op for f in findings} == {"add"}
 
 
