@@ -66,17 +66,27 @@ The modules: ``entry`` (the passes and why one stops), ``copying``, ``calls``, `
 ``autoreg._report``.
 """
 
-from .entry import LOW_PRECISION, Step, audit_forward, audited_modes, what_runs
+from .entry import (
+    LOW_PRECISION,
+    ForwardStoppedError,
+    Step,
+    audit_forward,
+    audited_modes,
+    not_audited,
+    what_runs,
+)
 from .finding import ForwardFinding, Kind, ModeChoice, ModeName
 
 __all__ = [
     "LOW_PRECISION",
     "ForwardFinding",
+    "ForwardStoppedError",
     "Kind",
     "ModeChoice",
     "ModeName",
     "Step",
     "audit_forward",
     "audited_modes",
+    "not_audited",
     "what_runs",
 ]

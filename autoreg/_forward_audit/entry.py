@@ -47,9 +47,18 @@ from .stores import StoreWatch, stored_findings
 from .tags import Tags
 from .values import Values
 
-__all__ = ["LOW_PRECISION", "Step", "audit_forward", "audited_modes", "what_runs"]
+__all__ = [
+    "LOW_PRECISION",
+    "ForwardStoppedError",
+    "Step",
+    "audit_forward",
+    "audited_modes",
+    "not_audited",
+    "what_runs",
+]
 
 LOW_PRECISION: Final = torch.bfloat16
+_QUOTED: Final = 240  # the longest first line of an error said in one line
 
 Step = Callable[..., Any]  # step(model, *args, **kwargs): a loss, a training step
 Stored = dict[tuple[str | int, ...], ForwardFinding]
@@ -201,8 +210,33 @@ def _stopped(
     else:
         template = LOW_PRECISION_LIMIT if low is not None else FORWARD_AUDIT_LIMIT
     found = finish(records, _device_of(model))
-    summary = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
-    raise ForwardAuditError(template.format(**names, found=summary), found) from error
+    before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
+    message = template.format(**names, found=before)
+    raise ForwardStoppedError(message, found, _one_line(message)) from error
+
+
+class ForwardStoppedError(ForwardAuditError):
+    """The pass stopped; ``summary`` says where and whose the error is, in one line."""
+
+    def __init__(self, message: str, findings: list[ForwardFinding], summary: str) -> None:
+        super().__init__(message, findings)
+        self.summary = summary
+
+
+def not_audited(error: ForwardAuditError) -> str:
+    """One line for a report: why the forward was not audited (where, whose error)."""
+    return getattr(error, "summary", "") or _one_line(str(error))
+
+
+def _one_line(message: str) -> str:
+    """The first two sentences of ``message`` (what raised where, and whose error it is), on one
+    line, the error quoted at most ``_QUOTED`` characters long."""
+    first, _, rest = message.partition("\n")
+    first = " ".join(first.split())
+    if len(first) > _QUOTED:
+        first = first[: _QUOTED - 3].rstrip() + "..."
+    verdict = " ".join(rest.split()).partition(". ")[0].partition(": ")[0]
+    return f"{first}; {verdict[0].lower()}{verdict[1:]}" if verdict else first
 
 
 def _raises_alone(

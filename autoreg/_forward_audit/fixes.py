@@ -15,7 +15,6 @@ called a constant.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import linecache
 from collections.abc import Callable
 
@@ -187,8 +186,9 @@ def reference(
     follows: Callable[[torch.Tensor], bool],
     dtype: torch.dtype | None,
 ) -> str:
-    """The name the code at ``site`` has for a tensor of the model (in ``dtype``): one of
-    ``candidates`` (the operation's) if it names one, else any it names; ``""`` if none."""
+    """The name the code at ``site`` has for a tensor of the model (in ``dtype``): a local of
+    that code (one of ``candidates``, the operation's, if it names one), else a parameter or
+    buffer of its module (the same way); ``""`` if none."""
 
     def fits(tensor: torch.Tensor) -> bool:
         return follows(tensor) and dtype in (None, tensor.dtype)
@@ -196,10 +196,13 @@ def reference(
     wanted = {id(t) for t in candidates}
     named = [(name, t) for name, t in site.refs if fits(t)]
     members = [(f"self{_python(name)}", t) for name, t in _named_state(site.owner) if fits(t)]
-    for name, tensor in itertools.chain(named, members):
-        if id(tensor) in wanted:
-            return name
-    return next((name for name, _ in itertools.chain(named, members)), "")
+    for group in (named, members):  # a local of that code first, then its module's state
+        for name, tensor in group:
+            if id(tensor) in wanted:
+                return name
+        if group:
+            return group[0][0]
+    return ""
 
 
 def _python(name: str) -> str:

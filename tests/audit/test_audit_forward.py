@@ -153,7 +153,7 @@ def test_each_pattern_is_found_at_its_line_and_its_fix_is_clean(
 @pytest.mark.parametrize(
     ("stray", "entered", "fix"),
     [
-        (forward_zoo.Positions, False, "device=self.positions.weight.device"),
+        (forward_zoo.Positions, False, "device=ids.device"),  # the local of that code
         (forward_zoo.Window, False, "device=x.device"),  # torch.from_numpy in forward makes it
         (forward_zoo.Configured, True, "config.scale is"),
         (forward_zoo.Global, True, "made before forward"),
@@ -649,7 +649,8 @@ def test_assert_no_strays_fails_with_both_reports() -> None:
         assert_no_strays(net_example.Net(), 0)
     report = str(caught.value)
     assert "1 tensor in Net would be left behind by .to()." in report  # w3
-    assert "2 strays in the forward of Net" in report  # branch 0's torch.rand, device and dtype
+    assert "1 stray in the forward of Net" in report  # branch 0's torch.rand: device, dtype
+    assert "examples/net.py:30  device, dtype  float32[2, 3] cpu" in report
 
 
 def test_assert_no_strays_passes_a_clean_model() -> None:

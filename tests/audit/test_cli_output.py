@@ -266,7 +266,8 @@ def test_a_mode_without_forward_is_a_usage_error(
 ) -> None:
     assert main(["audit", "cli_output_models:leaky", "--eval"]) == 2
     assert capsys.readouterr().err == (
-        f"{PREFIX}--train and --eval choose the mode of the forward pass: add --forward\n"
+        f"{PREFIX}--train and --eval choose the mode of the forward pass: add --forward (or "
+        "--step)\n"
     )
 
 
@@ -293,3 +294,49 @@ def test_a_subcommand_is_one_module_in_the_list(
     assert capsys.readouterr().out == "hello\n"
     assert main(["hello", "--fail"]) == 2
     assert capsys.readouterr().err == "python -m autoreg hello: error: it failed\n"
+
+
+# --- the user's project is imported first ------------------------------------------------------
+
+USER_EXAMPLES = """\
+import torch
+from torch import nn
+
+
+class Mine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.ones(2)
+
+
+def build():
+    return Mine()
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param([sys.executable, "-m", "autoreg"], id="python-m"),
+        pytest.param([str(Path(sys.executable).parent / "autoreg")], id="console-script"),
+    ],
+)
+def test_a_projects_own_examples_package_is_not_shadowed_by_a_checkout_on_pythonpath(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A clone of autoreg on PYTHONPATH has an ``examples`` package; the project's wins."""
+    package = tmp_path / "examples"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mine.py").write_text(USER_EXAMPLES)
+    result = subprocess.run(
+        [*command, "audit", "examples.mine:build"],
+        cwd=tmp_path,
+        env=environment(),  # PYTHONPATH: the checkout, then an empty entry
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout.splitlines()[1].split() == ["scale", "Mine", "float32[2]", "cpu"]
