@@ -11,6 +11,7 @@ which ``Calls``, a ``TorchFunctionMode``, sees before the operation runs:
   accelerators are where a moved model is, and run on the CPU here.
 - ``.to(...)``, ``.type_as(t)``, ``.cuda()`` and ``.cpu()`` move a tensor to or from the model's
   device: where the CPU returns the tensor itself, the audit makes the copy a GPU would.
+  ``.numpy()`` of a tensor on the model's device, which CUDA refuses, is told to ``on_numpy``.
 - The call running now (``Call``) tells the operations below it whether a factory without a
   tensor argument made its tensor on the model's device: what the call said (``device=``), else
   whether one of its tensor arguments follows the model (a factory inside an operation on the
@@ -25,6 +26,7 @@ model.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Final
 
 import torch
@@ -90,6 +92,11 @@ class Calls(TorchFunctionMode):
         self.run_device = run_device
         self.devices = devices
         self.call: Call | None = None
+        # Told of each .numpy() of a tensor on the model's device: CUDA refuses it.
+        self.on_numpy: Callable[[torch.Tensor], None] = lambda tensor: None
+        # The memory of the copies made to the CPU: data lifted from it (torch.from_numpy of
+        # its .numpy()) was copied back too.
+        self.copied: set[int] = set()
 
     def __torch_function__(
         self,
@@ -104,6 +111,9 @@ class Calls(TorchFunctionMode):
             if device.type == "cpu" and self.tags.follows(args[0]):
                 return MODEL_DEVICE
             return device
+        numpy = func is torch.Tensor.numpy and args[0].device.type == "cpu"
+        if numpy and self.tags.follows(args[0]):
+            self.on_numpy(args[0])
         func, args, kwargs, target, attribute = self._target(func, args, kwargs)
         inputs = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
         call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS)
@@ -190,6 +200,8 @@ class Calls(TorchFunctionMode):
                 "copied back", host=True, copied_back=True, dtype=result.dtype
             )
             self.tags.set(result, Tag(False, (*sites, back)))
+            if result.numel():
+                self.copied.add(result.data_ptr())
         return result
 
 

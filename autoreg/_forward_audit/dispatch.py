@@ -288,6 +288,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     shaped=not self.input_dims.isdisjoint(new[0].shape),
                     written=kwargs.get("dtype") is not None,
                     device_attribute=attribute,
+                    copied_back=not follows and new[0].data_ptr() in self.calls.copied,
                 ),
             )
         elif name in CASTS and new[0].dtype != tensors[0].dtype:
@@ -343,6 +344,27 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return self.memo.get((frame.f_code.co_filename, frame.f_lineno, name), False)
 
     # --- findings ---------------------------------------------------------------------------------
+
+    def numpy(self, tensor: torch.Tensor) -> None:
+        """``.numpy()`` of ``tensor``, on the model's device: a device finding at that line."""
+        if not self.devices:
+            return
+        site = self.lines.site("numpy", dtype=tensor.dtype)
+        key = ("device", *site.key)
+        if key not in self.records:
+            line = site.filename, site.lineno
+            self.records[key] = record(
+                "device",
+                site,
+                tensor,
+                "numpy",
+                line,
+                [tensor],
+                self.tags.follows,
+                None,
+                None,
+                self.lines.mode,
+            )
 
     def _record(
         self,

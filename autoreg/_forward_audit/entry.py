@@ -154,6 +154,7 @@ def _run(
     run_device = STAND_IN if meta else torch.device("cpu")
     calls = Calls(tags, lines, run_device, devices_held(twin))
     audit = Audit(lines, tags, calls, stranded, dtype, records, values, dims, devices=low is None)
+    calls.on_numpy = audit.numpy
     stores = StoreWatch(twin) if low is None else None
     run: Step = twin if step is None else functools.partial(step, twin)
     try:

@@ -35,6 +35,7 @@ from .._messages.audits import (
     FIX_ENTERED,
     FIX_HELD,
     FIX_NO_REFERENCE,
+    FIX_NUMPY_CALL,
     FIX_RANDOM,
     FIX_RANDOM_LIKE,
     FIX_STORED,
@@ -146,6 +147,8 @@ def _fix(group: list[Record]) -> str:
     site = group[0].site
     kinds = {entry.kind for entry in group}
     ref = next((entry.ref for entry in group if entry.ref), "")
+    if site.origin == "numpy":
+        return FIX_NUMPY_CALL
     if site.attribute is not None:
         path = _relative(site.attribute.path, site.module_path)
         if site.attribute.kind == "tensor":
