@@ -65,6 +65,7 @@ from ._messages.audits import (
     FIX_AROUND_SETATTR,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
+    FIX_COMPLEX,
     FIX_CONTAINER,
     FIX_CONTAINER_OR_CARRY,
     FIX_CONTAINER_PARAMETERS,
@@ -324,9 +325,13 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
             if module.__dict__.get(role_key(name)) == FRAMEWORK:
                 return FIX_FRAMEWORK.format(cls=cls)
             return FIX_AROUND_SETATTR.format(name=name)
+        if tensor.is_complex():
+            return FIX_COMPLEX
         return FIX_BUFFER.format(name=name)
     if is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)
+    if tensor.is_complex() and not tensor.requires_grad:
+        return FIX_COMPLEX
     kind = "dict" if isinstance(value, dict) else "list"
     if tensor.requires_grad:
         if not tensor.is_leaf:

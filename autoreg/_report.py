@@ -11,6 +11,7 @@ keeps every finding and every field in full.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import textwrap
@@ -131,7 +132,7 @@ def _forward_rows(forward: Forward, held: Sequence[Finding], width: int) -> list
         first = group[0]
         kinds = ", ".join(dict.fromkeys(f.kind for f in group))
         paths = len({f.module_path for f in group})
-        where = first.where + (MORE.format(count=paths - 1) if paths > 1 else "")
+        where = _where(first) + (MORE.format(count=paths - 1) if paths > 1 else "")
         op = op_where(first) if first.op else f"{first.class_name}.{first.attribute}"
         mode_cell = (first.mode,) if several else ()
         rows.append((where, kinds, *mode_cell, first.tensor, op))
@@ -222,6 +223,16 @@ def _sites(findings: list[ForwardFinding]) -> list[list[ForwardFinding]]:
 
 
 # --- layout ---------------------------------------------------------------------------------------
+
+
+def _where(finding: ForwardFinding) -> str:
+    """``path/file.py:12`` from the working directory; a path outside it as its last two parts
+    (``.../llama/model.py:282``): the table fits, and JSON keeps the path in full."""
+    where = finding.where
+    if os.path.isabs(where):
+        parts = where.split(os.sep)
+        where = os.sep.join(["...", *parts[-2:]])
+    return where
 
 
 def _table(

@@ -17,6 +17,12 @@ FIX_BUFFER: Final = (
     "third-party class: autoreg.register_tensors"
 )
 
+FIX_COMPLEX: Final = (
+    "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
+    "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is used: "
+    ".to(x.device)"
+)
+
 FIX_FRAMEWORK: Final = (
     "kept by the code of a base class without autoreg (nn.Module's rules, row 4): convert it "
     "where it is used, or assign it from {cls}'s own code"
