@@ -123,7 +123,7 @@ class Calls(TorchFunctionMode):
         finally:
             self.call = outer
         if func in _MOVES and target is not None and isinstance(result, torch.Tensor):
-            return self._moved(args[0], result, target)
+            return self._moved(args[0], result, target, attribute)
         return result
 
     # --- where a call says its tensors go ---------------------------------------------------------
@@ -185,9 +185,12 @@ class Calls(TorchFunctionMode):
 
     # --- the copy a GPU would make ----------------------------------------------------------------
 
-    def _moved(self, source: torch.Tensor, result: torch.Tensor, target: bool) -> torch.Tensor:
+    def _moved(
+        self, source: torch.Tensor, result: torch.Tensor, target: bool, attribute: str
+    ) -> torch.Tensor:
         """``result`` of moving ``source`` to (``target``) or from the model's device: a new
-        tensor, as on a GPU, where the CPU returned ``source`` itself."""
+        tensor, as on a GPU, where the CPU returned ``source`` itself; ``attribute``: the module
+        attribute that held the default device it was moved to (``.to(self.device)``)."""
         if self.tags.follows(source) == target and _same_storage(source, result):
             return result
         if _same_storage(source, result):
@@ -197,7 +200,11 @@ class Calls(TorchFunctionMode):
             self.tags.set(result, Tag(True, sites))
         else:
             back: Site = self.lines.site(
-                "copied back", host=True, copied_back=True, dtype=result.dtype
+                "copied back",
+                host=True,
+                copied_back=not attribute,
+                device_attribute=attribute,
+                dtype=result.dtype,
             )
             self.tags.set(result, Tag(False, (*sites, back)))
             if result.numel():
