@@ -34,6 +34,7 @@ from ._messages.cli import (
     SEE_ABOVE,
     SUMMARY,
     SUMMARY_CLASSES,
+    SUMMARY_IN,
 )
 from ._messages.describe import brief
 
@@ -91,13 +92,16 @@ def audit_table(model: nn.Module, findings: list[Finding], width: int = 0) -> st
             path = first.path + (MORE.format(count=len(members) - 1) if len(members) > 1 else "")
             rows.append((path, name, brief(first.tensor)))
         after[len(rows) - 1] = _class_fixes([m[0] for m in attributes.values()], width)
-    count, classes = len(findings), len(groups)
+    count, classes = len(findings), list(groups)
     tensors = "tensor" if count == 1 else "tensors"
-    summary = (
-        SUMMARY.format(count=count, tensors=tensors, cls=cls)
-        if classes == 1 and next(iter(groups)) == cls
-        else SUMMARY_CLASSES.format(count=count, tensors=tensors, classes=classes, cls=cls)
-    )
+    if classes == [cls]:
+        summary = SUMMARY.format(count=count, tensors=tensors, cls=cls)
+    elif len(classes) == 1:
+        summary = SUMMARY_IN.format(count=count, tensors=tensors, inner=classes[0], cls=cls)
+    else:
+        summary = SUMMARY_CLASSES.format(
+            count=count, tensors=tensors, classes=len(classes), cls=cls
+        )
     lines = _table(("PATH", "CLASS", "TENSOR"), rows, after)
     return "\n".join([*lines, "", _paragraph(summary, width)])
 

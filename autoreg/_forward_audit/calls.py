@@ -191,13 +191,25 @@ class Calls(TorchFunctionMode):
         """``result`` of moving ``source`` to (``target``) or from the model's device: a new
         tensor, as on a GPU, where the CPU returned ``source`` itself; ``attribute``: the module
         attribute that held the default device it was moved to (``.to(self.device)``)."""
+        sites = self.tags.sites(source)
         if self.tags.follows(source) == target and _same_storage(source, result):
+            if attribute and not target:  # .to(self.device) of a tensor on the CPU already:
+                # what leaves it there is that device, kept from the constructor.
+                kept = tuple(dataclasses.replace(site, host=False) for site in sites)
+                fixed = self.lines.site(
+                    "moved", host=True, device_attribute=attribute, dtype=result.dtype
+                )
+                self.tags.set(result, Tag(False, (*kept, fixed)))
             return result
         if _same_storage(source, result):
             result = result.clone()
-        sites = self.tags.sites(source)
         if target:
-            self.tags.set(result, Tag(True, sites))
+            # Moved to the model's device: this line is where the code could also give it the
+            # model's dtype (.to(x), not .to(x.device)); a cast of the model's values stays one.
+            origins = [site for site in sites if site.dtype == result.dtype]
+            island = bool(origins) and all(site.island for site in origins)
+            moved = self.lines.site("moved", dtype=result.dtype, island=island)
+            self.tags.set(result, Tag(True, (moved,)))
         else:
             back: Site = self.lines.site(
                 "copied back",

@@ -302,6 +302,11 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             sites = merged(self.tags.sites(t) for t in tensors if t.dim())
             if sites is None:
                 sites = merged(self.tags.sites(t) for t in tensors)
+            if floating(new[0]) and not any(floating(t) for t in tensors):
+                # Floating values computed from integers (divided, times a Python float): their
+                # dtype, the default one, came to be at this line, where to give them the model's.
+                computed = self.lines.site("computed", dtype=new[0].dtype)
+                sites = merged([sites, (computed,)])
         for out in new:
             self.tags.set(out, Tag(follows or out.device.type != "cpu", sites or ()))
 
@@ -387,6 +392,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             chosen = [s for s in sites if s.dtype == tensor.dtype] or list(sites)
             if not raises:
                 chosen = [s for s in chosen if not s.island]
+            lines: dict[object, Site] = {}  # one site of a line says where to give it the dtype
+            for site in chosen:
+                lines.setdefault(site.key if site.attribute else site.key[:2], site)
+            chosen = list(lines.values())
         if not chosen:
             chosen = [self.lines.site("made", host=kind == "device", dtype=tensor.dtype)]
         op = func.overloadpacket.__name__

@@ -34,6 +34,7 @@ from .._messages.audits import (
     FIX_DTYPE_WRITTEN,
     FIX_ENTERED,
     FIX_HELD,
+    FIX_MOVED,
     FIX_NO_REFERENCE,
     FIX_NUMPY_CALL,
     FIX_RANDOM,
@@ -161,16 +162,17 @@ def _fix(group: list[Record]) -> str:
         return FIX_ENTERED.format(ref=ref)
     if site.copied_back:
         return FIX_COPIED_BACK.format(ref=ref)
+    both = f"device={ref}.device" + (f", dtype={ref}.dtype" if "dtype" in kinds else "")
     if site.device_attribute:
-        return FIX_DEVICE_ATTRIBUTE.format(attribute=site.device_attribute, ref=ref)
+        return FIX_DEVICE_ATTRIBUTE.format(attribute=site.device_attribute, fix=both)
+    if site.origin == "moved":
+        return FIX_MOVED.format(ref=ref)
     if site.origin == "cast":
         entry = next(e for e in group if e.kind == "dtype")
         template = FIX_CAST_BACK if site.island else FIX_CAST
         return template.format(ref=ref, op=entry.op, stray=dtype_name(entry.dtype))
     if kinds == {"dtype"}:
         return (FIX_DTYPE_WRITTEN if site.written else FIX_DTYPE).format(ref=ref)
-    what = "device" if kinds == {"device"} else "device, dtype"
-    both = f"device={ref}.device" + (f", dtype={ref}.dtype" if what != "device" else "")
     if site.random in ("rand", "randn"):
         return FIX_RANDOM_LIKE.format(fix=both, ref=ref, op=site.random)
     if site.random:

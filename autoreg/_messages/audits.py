@@ -119,11 +119,12 @@ FIX_COPIED_BACK: Final = (
     "keep it on the model's device: no .cpu() / .numpy() round trip, or .to({ref})"
 )
 
+FIX_MOVED: Final = ".to({ref}), which gives it the dtype of {ref} too, not only its device"
+
 FIX_NUMPY_CALL: Final = ".cpu() before .numpy(): .numpy() refuses a tensor on a GPU"
 
 FIX_DEVICE_ATTRIBUTE: Final = (
-    "{attribute} is the device the model was built on, which .to() does not change: "
-    "device={ref}.device"
+    "{attribute} is the device the model was built on, which .to() does not change: {fix}"
 )
 
 FIX_ATTRIBUTE: Final = "{path} is a plain attribute .to() leaves behind: {fix}"

@@ -77,6 +77,8 @@ CLEAN: Final = "Nothing in {cls} would be left behind by .to()."
 
 SUMMARY: Final = "{count} {tensors} in {cls} would be left behind by .to()."
 
+SUMMARY_IN: Final = "{count} {tensors} in {inner}, in {cls}, would be left behind by .to()."
+
 SUMMARY_CLASSES: Final = (
     "{count} {tensors} in {classes} classes of {cls} would be left behind by .to()."
 )

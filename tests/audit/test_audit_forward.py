@@ -202,14 +202,16 @@ def test_a_float64_numpy_array_in_a_float32_model_is_a_dtype_finding_without_bfl
             return self.linear(x) * window.to(x.device)
 
     findings = autoreg.audit_forward(Hanning(), *forward_zoo.activations(), low_precision=None)
+    # Reported where the code moves it to the model's device: there it can take its dtype too.
     assert [(f.kind, f.tensor, f.lineno) for f in findings] == [
         (
             "dtype",
             "float64[8]",
-            line_of(inspect.getmodule(Hanning), "window = torch.from_numpy"),
+            line_of(inspect.getmodule(Hanning), "return self.linear(x) * window.to(x.device)"),
         )
     ]
     assert findings[0].reason == "this float64 tensor turns mul on float32 into float64"
+    assert findings[0].fix == ".to(x), which gives it the dtype of x too, not only its device"
 
 
 def test_a_dtype_written_in_the_code_is_deliberate() -> None:

@@ -69,7 +69,8 @@ class LeftBehind(Base):
         c = y.cpu() * 2
         d = torch.from_numpy(y.detach().cpu().numpy())
         e = y.to(self.device)
-        return y + a + b + c + d + e
+        f = torch.ones(DIM).to(self.device)
+        return y + a + b + c + d + e + f
 
 
 LINES = {
@@ -80,6 +81,7 @@ LINES = {
         "c = y.cpu() * 2",
         "d = torch.from_numpy(y.detach().cpu().numpy())",
         "e = y.to(self.device)",
+        "f = torch.ones(DIM).to(self.device)",
     )
 }
 
@@ -88,7 +90,7 @@ def test_the_cpu_said_in_the_code_is_the_default_device_with_the_fix_for_each() 
     findings = autoreg.audit_forward(LeftBehind(), torch.ones(2, DIM), low_precision=None)
     by_line = {f.lineno: f for f in findings}
     assert sorted(by_line) == sorted(LINES.values())
-    assert [f.kind for f in findings] == ["device"] * 5
+    assert [f.kind for f in findings] == ["device"] * 6
     fixes = [by_line[line].fix for line in LINES.values()]
     assert fixes[0] == "device=y.device (or .to(y))"
     assert fixes[1] == (

@@ -98,6 +98,17 @@ def test_a_cast_to_float32_that_meets_a_bfloat16_layer_is_a_stray() -> None:
     assert found(findings) == marked(rp.TimeEmbedding)
 
 
+def test_a_dtype_that_comes_to_be_in_a_division_is_reported_where_it_does() -> None:
+    """Integer timesteps divided by an int are float32 there, not where they were drawn."""
+    x, t = torch.zeros(2, 4), torch.tensor([3, 7])
+    [finding] = autoreg.audit_forward(rp.Schedule(), x, t)
+    assert found([finding]) == marked(rp.Schedule)
+    assert (finding.reason, finding.fix) == (
+        "addmm rejects float32 next to bfloat16",
+        "dtype=x.dtype (or .to(x))",
+    )
+
+
 # --- any step, not only forward ------------------------------------------------------------------
 
 
