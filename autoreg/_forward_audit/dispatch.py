@@ -327,8 +327,12 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         """Whether an operation that chooses its output's device (a factory, lifted data, a copy
         with ``device=``) made it on the model's device."""
         call = self.calls.call
-        if call is None:  # no call of torch's API: a constructor of its own (from_numpy)
-            return name not in LIFTS and any(self.tags.follows(t) for t in tensors)
+        if call is None:
+            # No call of torch's API is seen: data lifted by a constructor of its own
+            # (torch.from_numpy, torch.FloatTensor(data)) is on the default device; anything
+            # else (TorchScript code, which passes its devices unseen) cannot be told, and counts
+            # as following the model, as nn.Module would not complain.
+            return name not in LIFTS
         if not call.autograd:
             if call.target is not None:
                 follows = call.target

@@ -9,6 +9,8 @@ own ``to()`` run as they do without the audit.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -198,3 +200,31 @@ def test_the_forward_runs_in_the_callers_grad_mode() -> None:
     assert autoreg.audit_forward(Energy(), x) == []
     with torch.no_grad(), pytest.raises(autoreg.ForwardAuditError, match="without the audit too"):
         autoreg.audit_forward(Energy(), x)  # as the forward itself: no graph under no_grad
+
+
+def _positions(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.arange(x.shape[-1], device=x.device)
+
+
+with warnings.catch_warnings():  # torch.jit.script is deprecated from torch 2.13 on
+    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore", FutureWarning)
+    scripted_positions = torch.jit.script(_positions)
+
+
+class Scripted(Base):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return scripted_positions(self.linear(x))
+
+
+class Legacy(Base):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) + torch.FloatTensor([1.0, 2.0, 3.0, 4.0])
+
+
+def test_torchscript_is_not_blamed_and_data_lifted_by_a_legacy_constructor_is_found() -> None:
+    """TorchScript passes its devices unseen: what it makes counts as the model's (no finding
+    it cannot establish); torch.FloatTensor(data) lifts data onto the CPU: a finding."""
+    assert autoreg.audit_forward(Scripted(), torch.ones(2, DIM)) == []
+    [device] = autoreg.audit_forward(Legacy(), torch.ones(2, DIM), low_precision=None)
+    assert device.lineno == line_of(Legacy, "torch.FloatTensor([1.0, 2.0, 3.0, 4.0])")
