@@ -135,14 +135,15 @@ def _forward_rows(forward: Forward, held: Sequence[Finding], width: int) -> list
     for group in _sites(forward.findings):
         first = group[0]
         kinds = ", ".join(dict.fromkeys(f.kind for f in group))
-        paths = len({f.module_path for f in group})
-        where = _where(first) + (MORE.format(count=paths - 1) if paths > 1 else "")
+        holders = len({(f.module_path, f.attribute) for f in group})
+        where = _where(first) + (MORE.format(count=holders - 1) if holders > 1 else "")
         op = op_where(first) if first.op else f"{first.class_name}.{first.attribute}"
         mode_cell = (first.mode,) if several else ()
         rows.append((where, kinds, *mode_cell, first.tensor, op))
-        root = re.split(r"[.\[]", first.attribute, maxsplit=1)[0]
+        root = _root(first.attribute)
         if (first.entered or first.kind == "stored") and (first.class_name, root) in above:
-            fixes.append(SEE_ABOVE.format(cls=first.class_name, attribute=first.attribute))
+            shown = root if holders > 1 else first.attribute
+            fixes.append(SEE_ABOVE.format(cls=first.class_name, attribute=shown))
         else:
             fixes.append(first.fix)
     after: dict[int, list[str]] = {}
@@ -190,11 +191,15 @@ def _class_fixes(firsts: list[Finding], width: int) -> list[str]:
         by_fix.setdefault(_generic(finding), []).append(finding)
     lines: list[str] = []
     for generic, members in by_fix.items():
-        names = ", ".join(dict.fromkeys(m.attribute for m in members))
-        if len(by_fix) == 1 and len(members) == 1:
-            text = FIX_LINE.format(fix=members[0].fix)
-        elif len(members) == 1:
-            text = FIX_LINE_FOR.format(names=names, fix=members[0].fix)
+        attributes = list(dict.fromkeys(m.attribute for m in members))
+        names = ", ".join(attributes)
+        if len(attributes) == 1:  # one attribute (its items, maybe): its own fix
+            fix = members[0].fix
+            text = (
+                FIX_LINE.format(fix=fix)
+                if len(by_fix) == 1
+                else FIX_LINE_FOR.format(names=names, fix=fix)
+            )
         else:
             text = FIX_LINE_FOR.format(names=names, fix=generic)
         lines.extend(_wrapped(text, width))
@@ -210,20 +215,21 @@ def _generic(finding: Finding) -> str:
 
 def _sites(findings: list[ForwardFinding]) -> list[list[ForwardFinding]]:
     """The findings grouped by site (one row each), in the order of their first finding: the
-    kinds of one line together, the same attribute of several instances together."""
+    kinds of one line together, one attribute of several instances (or the items of one list
+    attribute) together."""
     groups: dict[tuple[object, ...], list[ForwardFinding]] = {}
     for finding in findings:
         stored = finding.kind == "stored"
-        key = (
-            finding.filename,
-            finding.lineno,
-            finding.attribute,
-            finding.fix,
-            finding.mode,
-            stored,
-        )
+        attribute = _root(finding.attribute)
+        fix = "" if attribute else finding.fix
+        key = (finding.filename, finding.lineno, attribute, fix, finding.mode, stored)
         groups.setdefault(key, []).append(finding)
     return list(groups.values())
+
+
+def _root(attribute: str) -> str:
+    """The module attribute a path starts with: ``prototypes`` for ``prototypes[2]``."""
+    return re.split(r"[.\[]", attribute, maxsplit=1)[0]
 
 
 # --- layout ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ line, not in torch or autoreg; a bad ``AUTOREG_MODE`` is one line and exit statu
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -75,6 +76,19 @@ def bad_linear():
 
 def strict():
     return Strict()
+
+
+class Prototypes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.prototypes = [torch.randn(4) for _ in range(3)]
+
+    def forward(self, x):
+        return x @ torch.stack(self.prototypes).T
+
+
+def prototypes():
+    return Prototypes(), (torch.ones(2, 4),)
 """
 
 LINES = MODELS.splitlines()
@@ -130,6 +144,24 @@ def test_the_net_example_fits_80_columns_with_every_fix_in_full(model_dir: Path)
     model, args = net.example()
     findings = autoreg.audit_forward(model, *args)
     assert [f["fix"] for f in report["forward"]] == [f.fix for f in findings]
+
+
+def test_each_fix_is_said_once_for_the_items_of_a_list_and_its_forward_rows(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "cli_output_models:prototypes", "--forward"]) == 1
+    out = capsys.readouterr().out
+    fixes = [line for line in out.splitlines() if line.startswith("  fix")]
+    assert len(fixes) == 2  # once for the attribute, once in the forward's table
+    assert " (+2)  device, dtype  float32[4, 3] cpu  mm" in out
+    assert "  fix: Prototypes.prototypes is left behind by .to(): its fix is above\n" in out
+    model, args = importlib.import_module("cli_output_models").prototypes()
+    report = autoreg.audit_forward(model, *args)
+    assert [f.attribute for f in report if f.kind == "device"] == [
+        "prototypes[0]",
+        "prototypes[1]",
+        "prototypes[2]",
+    ]  # each in the findings (and in --json)
 
 
 # --- a reader that goes away ---------------------------------------------------------------------
