@@ -126,3 +126,10 @@ def test_the_step_leaves_the_model_and_its_optimizer_state_as_they_were() -> Non
     autoreg.audit_forward(model, *rp.batch(), step=rp.train_step)
     assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_assert_no_strays_audits_a_step_too() -> None:
+    from autoreg.testing import assert_no_strays
+
+    with pytest.raises(AssertionError, match=r"1 stray in the step train_step of Classifier"):
+        assert_no_strays(rp.Classifier(), *rp.batch(), step=rp.train_step)
