@@ -139,19 +139,23 @@ def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Ten
         ) from error
 
 
-def strand(twin: nn.Module, meta: bool) -> dict[int, Located]:
+def strand(twin: nn.Module) -> dict[int, Located]:
     """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id, with the
-    module that holds each. Those of a model built on meta are put on the CPU, where they would
-    be had it been built there: then ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes
-    the devices."""
+    module that holds each. Those elsewhere than on the CPU are put there, where they would be
+    had the model been built there (a model built on meta, one moved to a GPU): then
+    ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes the devices."""
     stranded: dict[int, Located] = {}
     replaced: dict[int, torch.Tensor] = {}
     for entry in locate_unregistered(twin):
         tensor = entry.finding.tensor
         if entry.finding.kind == "numpy":
             continue  # a numpy array never enters a pass as it is
-        if meta and tensor.device.type == STAND_IN.type:
-            cpu = torch.zeros(tensor.shape, dtype=tensor.dtype).requires_grad_(tensor.requires_grad)
+        if tensor.device.type != "cpu":  # on meta (no values: zeros), or on a GPU
+            if tensor.device.type == STAND_IN.type:
+                cpu = torch.zeros(tensor.shape, dtype=tensor.dtype)
+            else:
+                cpu = tensor.detach().cpu()
+            cpu.requires_grad_(tensor.requires_grad)
             replaced[id(tensor)] = cpu
             tensor = cpu
         stranded[id(tensor)] = entry

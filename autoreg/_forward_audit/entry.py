@@ -146,7 +146,7 @@ def _run(
     values = Values() if meta else None
     inputs = copy_inputs((args, kwargs), low, values.known if values else None)
     dtype = low or next((t.dtype for t in state(twin) if t.is_floating_point()), None)
-    stranded = strand(twin, meta)
+    stranded = strand(twin)
     tags = Tags()
     follow(tags, twin, stranded, inputs)
     dims = {d for t in tensors_in((args, kwargs)) for d in t.shape if d > 1}

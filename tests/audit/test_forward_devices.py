@@ -228,3 +228,20 @@ def test_torchscript_is_not_blamed_and_data_lifted_by_a_legacy_constructor_is_fo
     assert autoreg.audit_forward(Scripted(), torch.ones(2, DIM)) == []
     [device] = autoreg.audit_forward(Legacy(), torch.ones(2, DIM), low_precision=None)
     assert device.lineno == line_of(Legacy, "torch.FloatTensor([1.0, 2.0, 3.0, 4.0])")
+
+
+class MetaMask(Base):
+    """A plain attribute made elsewhere than on the CPU (here on meta; on a GPU machine, one
+    made with device="cuda"): .to() leaves it there; the audit runs it on the CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask = torch.ones(DIM, device="meta")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * self.mask
+
+
+def test_a_plain_attribute_elsewhere_than_on_the_cpu_is_run_on_the_cpu_and_found() -> None:
+    [device] = autoreg.audit_forward(MetaMask(), torch.ones(2, DIM), low_precision=None)
+    assert (device.kind, device.attribute) == ("device", "mask")
