@@ -31,13 +31,15 @@ that was meant to be an ``nn.Parameter`` (the fix says so); a non-leaf is an aut
 as an activation kept from a forward pass (the fix says that it is replaced or should be stored
 detached). A module held in a container (a plain list where ``nn.ModuleList`` was meant) is
 never reached by ``.to()``: its parameters, buffers and plain tensors are all findings (walked with
-``_walk.iter_modules``). Tensors inside other objects (a config dataclass) are not walked.
+``_walk.iter_modules``). Tensors inside plain objects held in public attributes (a config
+dataclass, a ``SimpleNamespace``, a distribution) are findings too, one level into the object
+(``_audit_scope.entries``), and so are numpy arrays: no ``.to()`` moves them.
 
 Footguns this catches: a ``list`` of tensors where ``autoreg.BufferList`` was meant, a ``list``
 of modules where ``nn.ModuleList`` was meant (invisible to the optimizer too), a weight
 created with ``requires_grad=True`` but never wrapped in ``nn.Parameter`` (the optimizer never sees
 it either), a buffer name hidden by a class attribute, a third-party submodule that keeps its
-constants in plain attributes.
+constants in plain attributes, class weights kept in a config object that the loss reads.
 """
 
 from __future__ import annotations
@@ -48,21 +50,32 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._audit_scope import candidates, carried_by_autoreg, is_device_cache, overrides_apply
+from ._audit_scope import (
+    array_dtype,
+    carried_by_autoreg,
+    entries,
+    is_device_cache,
+    iter_arrays,
+    object_fields,
+    overrides_apply,
+)
 from ._errors import NotAModuleError
 from ._facts import why_no_buffer_slot
 from ._messages.audits import (
     FIX_AROUND_SETATTR,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
+    FIX_COMPLEX,
     FIX_CONTAINER,
     FIX_CONTAINER_OR_CARRY,
     FIX_CONTAINER_PARAMETERS,
     FIX_DEVICE_CACHE,
     FIX_FRAMEWORK,
+    FIX_IN_OBJECT,
     FIX_MODULE_IN_CONTAINER,
     FIX_NESTED,
     FIX_NO_SLOT,
+    FIX_NUMPY,
     FIX_PARAMETER,
     FIX_STRAY_PARAMETER,
     NOT_A_MODULE,
@@ -88,9 +101,12 @@ class Finding:
     """A tensor that ``.to()`` would leave behind, where it is, and how to make it move.
 
     ``path`` is dotted from the audited module, with Python's indexing for containers:
-    ``blocks.0.attn.mask``, ``head.anchors[2]``, ``cache['k']``. ``class_name`` is the class of
-    the module whose ``attribute`` holds it (directly, or nested in a container). Findings hold
-    tensors, so they compare by identity.
+    ``blocks.0.attn.mask``, ``head.anchors[2]``, ``cache['k']``, ``cfg.weights`` (a field of a
+    plain object). ``class_name`` is the class of the module whose ``attribute`` holds it
+    (directly, nested in a container, or in an object). ``kind`` is ``"tensor"``, ``"object"``
+    (a tensor inside a plain object) or ``"numpy"`` (a numpy array: ``tensor`` then has its
+    shape and dtype, and holds none of its values). Findings hold tensors, so they compare by
+    identity.
     """
 
     path: str
@@ -98,6 +114,7 @@ class Finding:
     class_name: str
     attribute: str
     fix: str
+    kind: str = "tensor"
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -119,6 +136,7 @@ class Finding:
         """The finding as JSON-ready values (what ``python -m autoreg audit --json`` prints)."""
         return {
             "path": self.path,
+            "kind": self.kind,
             "class": self.class_name,
             "attribute": self.attribute,
             "shape": list(self.shape),
@@ -163,7 +181,7 @@ def locate_unregistered(module: nn.Module) -> list[Located]:
     """``find_unregistered(module)``, each finding with the module that holds it."""
     located: list[Located] = []
     registered = registered_tensors(module.modules())
-    _audit(module, "", registered, set(module.modules()), located, reached=True)
+    _audit(module, "", registered, set(module.modules()), located, set(), reached=True)
     return located
 
 
@@ -173,17 +191,22 @@ def _audit(
     registered: dict[int, Any],
     audited: set[nn.Module],
     located: list[Located],
+    walked: set[int],
     *,
     reached: bool,
 ) -> None:
     """Add to ``located`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
 
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
-    not reached, and then nothing in it moves, not even what autoreg carries.
+    not reached, and then nothing in it moves, not even what autoreg carries. ``walked``: the
+    ids of the plain objects and numpy arrays already read.
     """
     reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
-        for name, value in candidates(sub):
+        for name, value, kind in entries(sub):
+            if kind != "value":
+                _held(sub, prefix, name, value, registered, reported, walked, located)
+                continue
             if reached and is_device_cache(value) and overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except leaves that require grad.
@@ -199,6 +222,8 @@ def _audit(
                 located.append(Located(finding, sub, prefix))
             if isinstance(value, torch.Tensor):
                 continue
+            for path, array in iter_arrays(value, join(prefix, name)):
+                _array(sub, prefix, name, path, array, walked, located)
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
             for path, held in iter_modules(value, join(prefix, name)):
                 if held in audited:
@@ -216,8 +241,58 @@ def _audit(
                         reported.add(id(tensor))
                         finding = Finding(key, tensor, type(sub).__name__, name, fix)
                         located.append(Located(finding, sub, prefix))
-                _audit(held, path, registered, audited, located, reached=False)
+                _audit(held, path, registered, audited, located, walked, reached=False)
                 reported.update(id(entry.finding.tensor) for entry in located)
+
+
+def _held(
+    module: nn.Module,
+    prefix: str,
+    name: str,
+    value: object,
+    registered: dict[int, Any],
+    reported: set[int],
+    walked: set[int],
+    located: list[Located],
+) -> None:
+    """Add to ``located`` a numpy array ``module.name``, or what the plain object there holds:
+    its tensors and arrays, one level into it (its fields, and the containers they hold)."""
+    where = join(prefix, name)
+    if array_dtype(value) is not None:
+        _array(module, prefix, name, where, value, walked, located)
+        return
+    if id(value) in walked:
+        return
+    walked.add(id(value))
+    fix = FIX_IN_OBJECT.format(holder=type(value).__name__)
+    for field, item in object_fields(value):
+        for path, tensor in iter_tensors(item, f"{where}.{field}"):
+            if id(tensor) not in registered and id(tensor) not in reported:
+                reported.add(id(tensor))
+                finding = Finding(path, tensor, type(module).__name__, name, fix, "object")
+                located.append(Located(finding, module, prefix))
+        for path, array in iter_arrays(item, f"{where}.{field}"):
+            _array(module, prefix, name, path, array, walked, located)
+
+
+def _array(
+    module: nn.Module,
+    prefix: str,
+    name: str,
+    path: str,
+    array: Any,
+    walked: set[int],
+    located: list[Located],
+) -> None:
+    """Add to ``located`` the numpy ``array`` at ``path``, once: described by a tensor of its
+    shape and dtype that holds none of its values."""
+    dtype = array_dtype(array)
+    if dtype is None or id(array) in walked:
+        return
+    walked.add(id(array))
+    described = torch.zeros((), dtype=dtype).expand(tuple(array.shape))
+    finding = Finding(path, described, type(module).__name__, name, FIX_NUMPY, "numpy")
+    located.append(Located(finding, module, prefix))
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -250,9 +325,13 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
             if module.__dict__.get(role_key(name)) == FRAMEWORK:
                 return FIX_FRAMEWORK.format(cls=cls)
             return FIX_AROUND_SETATTR.format(name=name)
+        if tensor.is_complex():
+            return FIX_COMPLEX
         return FIX_BUFFER.format(name=name)
     if is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)
+    if tensor.is_complex() and not tensor.requires_grad:
+        return FIX_COMPLEX
     kind = "dict" if isinstance(value, dict) else "list"
     if tensor.requires_grad:
         if not tensor.is_leaf:

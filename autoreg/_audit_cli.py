@@ -1,11 +1,17 @@
-"""``autoreg audit TARGET [--forward [--train] [--eval]] [--json]``: the audits, from the shell.
+"""``autoreg audit TARGET [--forward | --step FUNCTION] [--train] [--eval] [--json]``: the audits.
 
-The command builds the model TARGET names, runs ``autoreg.find_unregistered`` on it and prints a
-table of findings, each with its fix (``--json`` prints them for machines). With ``--forward`` the
+The command builds the model TARGET names, runs ``autoreg.find_unregistered`` on it and prints
+its findings, each class with its fix (``--json`` prints them for machines). With ``--forward`` the
 factory returns ``(model, args)`` or ``(model, args, kwargs)``, and the command also runs
-``autoreg.audit_forward(model, *args, **kwargs)``: one forward pass on the meta device, in the mode
-the model is in, or in the one ``--train`` / ``--eval`` choose (both: each in turn). Its table
-follows the first. Exit status: 0 clean, 1 findings, 2 usage error.
+``autoreg.audit_forward(model, *args, **kwargs)``: one forward pass on the CPU, in the mode the
+model is in, or in the one ``--train`` / ``--eval`` choose (both: each in turn). ``--step
+package.module:function`` audits ``function(model, *args, **kwargs)`` instead of the forward (a
+loss, a training step). Where the forward cannot be audited, the attribute audit is printed all
+the same, with one line saying what was not audited and why.
+
+Exit status, one rule for ``audit``, ``fix`` and ``fix --write`` (``exit_status``): 0 when
+everything asked for was audited and nothing was found; 1 when something was found, or something
+could not be audited; 2 for a usage error or a target that cannot be built.
 """
 
 from __future__ import annotations
@@ -13,9 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._audit import find_unregistered
+from ._audit import Finding, find_unregistered
 from ._errors import ForwardAuditError
-from ._forward_audit import ForwardFinding, ModeChoice, audit_forward, audited_modes
+from ._forward_audit import (
+    ModeChoice,
+    Step,
+    audit_forward,
+    audited_modes,
+    not_audited,
+    what_runs,
+)
 from ._messages.cli import (
     A_MODULE_INSTANCE,
     AUDIT_DESCRIPTION,
@@ -23,17 +36,17 @@ from ._messages.cli import (
     AUDIT_HELP,
     AUDIT_JSON_HELP,
     AUDIT_MODE_HELP,
+    AUDIT_STEP_HELP,
     AUDIT_TARGET_HELP,
     CALLED,
-    FORWARD_FAILED,
     MODE_WITHOUT_FORWARD,
     NOT_A_FORWARD,
     NOT_CALLED,
 )
-from ._report import audit_json, report_text
-from ._target import EXIT_CLEAN, EXIT_FINDINGS, Target, UsageError, emit, load
+from ._report import Forward, audit_json, report_text
+from ._target import EXIT_CLEAN, EXIT_FINDINGS, Target, UsageError, emit, load, load_function
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "exit_status", "forward_report", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("target", metavar="TARGET", help=AUDIT_TARGET_HELP)
     parser.add_argument("--json", action="store_true", help=AUDIT_JSON_HELP)
     parser.add_argument("--forward", action="store_true", help=AUDIT_FORWARD_HELP)
+    parser.add_argument("--step", metavar="FUNCTION", help=AUDIT_STEP_HELP)
     for mode in ("train", "eval"):
         parser.add_argument(
             f"--{mode}", action="store_true", help=AUDIT_MODE_HELP.format(mode=mode)
@@ -50,36 +64,49 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     """Audit the target ``args`` name; print the report; return the exit status."""
-    mode = _mode(args)
+    forward_asked = args.forward or args.step is not None
+    mode = _mode(args, forward_asked)
+    step = load_function(args.step) if args.step is not None else None
     target = load(args.target)
-    forward = _audit_forward(target, mode) if args.forward else None
+    forward = forward_report(target, mode, step) if forward_asked else None
     findings = find_unregistered(target.model)
-    modes = audited_modes(target.model, mode) if args.forward else ()
     if args.json:
-        report = audit_json(args.target, target.model, findings, forward, modes)
-        emit(json.dumps(report, indent=2))
+        emit(json.dumps(audit_json(args.target, target.model, findings, forward), indent=2))
     else:
-        emit(report_text(target.model, findings, forward, modes))
-    return EXIT_FINDINGS if findings or forward else EXIT_CLEAN
+        emit(report_text(target.model, findings, forward))
+    return exit_status(findings, forward)
 
 
-def _mode(args: argparse.Namespace) -> ModeChoice | None:
+def exit_status(findings: list[Finding], forward: Forward | None) -> int:
+    """0 when everything asked for was audited and nothing was found; 1 when something was
+    found, or the forward could not be audited (usage errors exit 2, by ``UsageError``)."""
+    if findings or (forward is not None and (forward.findings or forward.not_audited)):
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def forward_report(target: Target, mode: ModeChoice | None, step: Step | None) -> Forward:
+    """The forward audit of ``target`` (its ``step``, if given): its findings, or, where it
+    cannot run to its end, what was found before and one line saying why."""
+    if target.args is None:
+        shown = A_MODULE_INSTANCE.format(cls=type(target.model).__name__)
+        called = CALLED if target.called else NOT_CALLED
+        raise UsageError(NOT_A_FORWARD.format(target=target.name, called=called, value=shown))
+    modes = audited_modes(target.model, mode)
+    what = what_runs(target.model, step)
+    try:
+        found = audit_forward(target.model, *target.args, step=step, mode=mode, **target.kwargs)
+    except ForwardAuditError as error:
+        return Forward(error.findings, modes, what, not_audited(error))
+    return Forward(found, modes, what)
+
+
+def _mode(args: argparse.Namespace, forward: bool) -> ModeChoice | None:
     """The mode ``--train`` and ``--eval`` choose: one, both, or none (the model's own)."""
-    if (args.train or args.eval) and not args.forward:
+    if (args.train or args.eval) and not forward:
         raise UsageError(MODE_WITHOUT_FORWARD)
     if args.train and args.eval:
         return "both"
     if args.train or args.eval:
         return "train" if args.train else "eval"
     return None
-
-
-def _audit_forward(target: Target, mode: ModeChoice | None) -> list[ForwardFinding]:
-    if target.args is None:
-        shown = A_MODULE_INSTANCE.format(cls=type(target.model).__name__)
-        called = CALLED if target.called else NOT_CALLED
-        raise UsageError(NOT_A_FORWARD.format(target=target.name, called=called, value=shown))
-    try:
-        return audit_forward(target.model, *target.args, mode=mode, **target.kwargs)
-    except ForwardAuditError as error:
-        raise UsageError(FORWARD_FAILED.format(target=target.name, error=error)) from None

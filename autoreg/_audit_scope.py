@@ -7,11 +7,21 @@ pre-hook of prune, weight_norm or spectral_norm recomputes at every call. Of tho
 autoreg module carries moves with it (``carried_by_autoreg``), and a per-device cache moves with
 nothing left behind when its module's class empties it in ``_apply`` (``is_device_cache``,
 ``overrides_apply``).
+
+``find_unregistered`` also reads what no ``.to()`` ever moves (``entries``): numpy arrays
+(``array_dtype``) and plain objects held in public attributes (a dataclass, a namespace, a
+config, a distribution), one level into them: the entries of the instance's ``__dict__`` and
+the values of its ``__slots__``, read through the descriptors of its class, never through the
+object's own code (``__getattribute__``, properties). An attribute whose name starts with ``_``
+holds a framework's object (Lightning's ``_trainer``): not walked.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -23,23 +33,68 @@ from ._mixin import AutoRegisterMixin
 from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS
 
-__all__ = ["candidates", "carried_by_autoreg", "is_device_cache", "overrides_apply"]
+__all__ = [
+    "array_dtype",
+    "candidates",
+    "carried_by_autoreg",
+    "entries",
+    "is_device_cache",
+    "iter_arrays",
+    "object_fields",
+    "overrides_apply",
+]
+
+# What is never walked as a plain object: values without fields of their own, and code.
+_NOT_OBJECTS = (
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    bytearray,
+    type,
+    types.ModuleType,
+    torch.Tensor,
+    nn.Module,
+    torch.device,
+    torch.dtype,
+    torch.Size,
+    range,
+    slice,
+    set,
+    frozenset,
+)
 
 
 def candidates(module: nn.Module) -> Iterator[tuple[str, object]]:
     """The ``__dict__`` entries of ``module`` that hold, or may hold, tensors ``.to()`` ignores."""
+    for name, value, kind in entries(module):
+        if kind == "value":
+            yield name, value
+
+
+def entries(module: nn.Module) -> Iterator[tuple[str, object, str]]:
+    """``(name, value, kind)`` for what the audit reads in ``module``'s ``__dict__``, in order:
+    ``"value"`` (a tensor or a container), ``"array"`` (a numpy array) or ``"object"`` (a plain
+    object in a public attribute)."""
     declarations: dict[str, Declaration] = (
         type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
     )
     recomputed = recomputed_names(module._forward_pre_hooks)
     for name, value in list(module.__dict__.items()):
-        if not isinstance(value, (torch.Tensor, *CONTAINERS)):
-            continue
         if name in MODULE_INTERNALS or name.startswith("_autoreg_") or name in recomputed:
             continue
         if declarations.get(name) is Declaration.PLAIN:
             continue
-        yield name, value
+        # The type, never isinstance: that would ask the value for its __class__.
+        if issubclass(type(value), (torch.Tensor, *CONTAINERS)):
+            yield name, value, "value"
+        elif array_dtype(value) is not None:
+            yield name, value, "array"
+        elif _is_holder(name, value):
+            yield name, value, "object"
 
 
 def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:
@@ -72,3 +127,64 @@ def overrides_apply(cls: type) -> bool:
         "_apply" in vars(klass) and klass.__module__.partition(".")[0] not in ("torch", "autoreg")
         for klass in cls.__mro__
     )
+
+
+def _is_holder(name: str, value: object) -> bool:
+    """Whether ``value``, held in ``name``, is a plain object whose fields the audit reads."""
+    if name.startswith("_") or issubclass(type(value), _NOT_OBJECTS) or callable(value):
+        return False  # a framework's (private), a value without fields, or code
+    return bool(object_fields(value))
+
+
+def object_fields(value: object) -> list[tuple[str, object]]:
+    """The fields of ``value``: its instance ``__dict__`` and its ``__slots__``, read through the
+    descriptors of its class (``object.__getattribute__`` would run an override of it)."""
+    fields: list[tuple[str, object]] = []
+    cls = type(value)
+    for klass in cls.__mro__:
+        descriptor = vars(klass).get("__dict__")
+        if isinstance(descriptor, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+            namespace = descriptor.__get__(value, cls)
+            if isinstance(namespace, dict):
+                fields.extend((str(key), item) for key, item in namespace.items())
+            break
+    for klass in cls.__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            descriptor = vars(klass).get(slot)
+            if isinstance(descriptor, types.MemberDescriptorType):
+                try:
+                    fields.append((slot, descriptor.__get__(value, cls)))
+                except AttributeError:  # a slot never assigned
+                    continue
+    return fields
+
+
+def array_dtype(value: object) -> torch.dtype | None:
+    """The torch dtype of a numpy array (``None`` for anything else, or an array of objects);
+    numpy is not imported: an array exists only where numpy already is."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not issubclass(type(value), numpy.ndarray):
+        return None
+    try:
+        return torch.from_numpy(numpy.empty((0,), dtype=cast(Any, value).dtype)).dtype
+    except TypeError:  # strings, objects: not what a tensor holds
+        return None
+
+
+def iter_arrays(value: object, path: str) -> Iterator[tuple[str, object]]:
+    """``(path, array)`` for ``value`` itself or each numpy array nested in its containers."""
+    seen: set[int] = set()
+
+    def walk(item: object, where: str) -> Iterator[tuple[str, object]]:
+        if id(item) in seen:
+            return
+        seen.add(id(item))
+        if array_dtype(item) is not None:
+            yield where, item
+        elif isinstance(item, CONTAINERS):
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in pairs:
+                yield from walk(child, f"{where}[{key!r}]")
+
+    return walk(value, path)

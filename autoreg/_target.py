@@ -6,6 +6,11 @@ goes wrong while building it (a malformed target, a file path, a module that can
 a missing name, a factory that raises or returns something else) is a ``UsageError``: one line,
 exit status 2, located at the user's line, never a traceback. The user's code prints to stderr,
 so that stdout carries the report only.
+
+The user's project is imported first: the directory the command runs in goes to the front of
+``sys.path``, before the entries of ``PYTHONPATH`` (a clone of autoreg there has an ``examples``
+package of its own), and a top-level package that directory holds is imported from it even if a
+package of the same name was imported from elsewhere before.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import dataclasses
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 from torch import nn
@@ -28,6 +34,7 @@ from ._messages.cli import (
     MALFORMED,
     NO_MODULE,
     NO_NAME,
+    NOT_A_FUNCTION,
     NOT_CALLABLE,
     RAISED_AT,
 )
@@ -41,12 +48,13 @@ __all__ = [
     "UsageError",
     "emit",
     "load",
+    "load_function",
     "prog",
 ]
 
-EXIT_CLEAN: Final = 0  # nothing found
-EXIT_FINDINGS: Final = 1  # something found (for CI)
-EXIT_USAGE: Final = 2  # a command line that cannot be run
+EXIT_CLEAN: Final = 0  # everything audited, nothing found
+EXIT_FINDINGS: Final = 1  # something found, or something that could not be audited (for CI)
+EXIT_USAGE: Final = 2  # a command line that cannot be run, a target that cannot be built
 
 
 class UsageError(Exception):
@@ -98,18 +106,61 @@ def emit(text: str) -> None:
         os.close(devnull)
 
 
+def load_function(target: str) -> Callable[..., Any]:
+    """The function ``target`` names (``package.module:function``), not called; raise
+    ``UsageError`` if it cannot be had or is not callable."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report only
+        value = _named(target)
+    if not callable(value) or isinstance(value, type):
+        raise UsageError(NOT_A_FUNCTION.format(target=target, value=describe_object(value)))
+    return value
+
+
 def _resolve(target: str) -> tuple[object, bool]:
     """What ``target`` names: a module instance as it is, or what its factory returns (and
     whether it was called); raise ``UsageError`` with the reason if it cannot be had."""
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        # The `autoreg` console script imports from where it is run, as `python -m autoreg` does.
-        sys.path.insert(0, os.getcwd())
+    namespace = _named(target)
+    if isinstance(namespace, nn.Module):
+        return namespace, False
+    if not callable(namespace):
+        raise UsageError(NOT_CALLABLE.format(target=target, value=describe_object(namespace)))
+    try:
+        return namespace(), True
+    except Exception as error:  # noqa: BLE001 - any failure of the user's factory is reported
+        raise UsageError(FACTORY_RAISED.format(target=target, error=_brief(error))) from None
+
+
+def _project_first(module_name: str) -> None:
+    """Import from the directory the command runs in first, as ``python -m`` does, and before
+    ``PYTHONPATH``: put it at the front of ``sys.path``; forget a top-level package of
+    ``module_name`` imported from elsewhere when that directory has one of its own."""
+    cwd = os.getcwd()
+    sys.path[:] = [cwd, *(entry for entry in sys.path if entry not in ("", cwd))]
+    top = module_name.partition(".")[0]
+    loaded = sys.modules.get(top)
+    if loaded is None or not _in_project(top, cwd):
+        return
+    origin = getattr(loaded, "__file__", None) or next(iter(getattr(loaded, "__path__", [])), "")
+    if origin and os.path.abspath(origin).startswith(os.path.join(cwd, top)):
+        return
+    for name in [name for name in sys.modules if name == top or name.startswith(top + ".")]:
+        del sys.modules[name]
+
+
+def _in_project(top: str, cwd: str) -> bool:
+    """Whether ``cwd`` holds a package or module ``top``."""
+    return os.path.isdir(os.path.join(cwd, top)) or os.path.isfile(os.path.join(cwd, top + ".py"))
+
+
+def _named(target: str) -> object:
+    """The object ``target`` names; raise ``UsageError`` with the reason if it cannot be had."""
     module_name, _, attribute = target.partition(":")
     names = attribute.split(".")
     if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
         raise UsageError(FILE_TARGET.format(target=target, dotted=_dotted(module_name, attribute)))
     if not module_name or not all(names) or ":" in attribute:
         raise UsageError(MALFORMED.format(target=target, prog=prog()))
+    _project_first(module_name)
     try:
         namespace: object = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
@@ -128,14 +179,7 @@ def _resolve(target: str) -> tuple[object, bool]:
             if position:
                 owner = repr(":".join([module_name, ".".join(names[:position])]))
             raise UsageError(NO_NAME.format(owner=owner, name=name)) from None
-    if isinstance(namespace, nn.Module):
-        return namespace, False
-    if not callable(namespace):
-        raise UsageError(NOT_CALLABLE.format(target=target, value=describe_object(namespace)))
-    try:
-        return namespace(), True
-    except Exception as error:  # noqa: BLE001 - any failure of the user's factory is reported
-        raise UsageError(FACTORY_RAISED.format(target=target, error=_brief(error))) from None
+    return namespace
 
 
 def _dotted(path: str, attribute: str) -> str:

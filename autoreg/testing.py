@@ -20,8 +20,15 @@ import torch
 from torch import nn
 
 from ._audit import find_unregistered
-from ._forward_audit import LOW_PRECISION, ModeChoice, audit_forward, audited_modes
-from ._report import report_text
+from ._forward_audit import (
+    LOW_PRECISION,
+    ModeChoice,
+    Step,
+    audit_forward,
+    audited_modes,
+    what_runs,
+)
+from ._report import Forward, report_text
 
 __all__ = ["assert_no_strays"]
 
@@ -30,6 +37,7 @@ def assert_no_strays(
     model: nn.Module,
     /,
     *args: Any,
+    step: Step | None = None,
     mode: ModeChoice | None = None,
     backward: bool = False,
     low_precision: torch.dtype | None = LOW_PRECISION,
@@ -37,13 +45,21 @@ def assert_no_strays(
 ) -> None:
     """Raise ``AssertionError`` with the audit's report if anything would stay behind when
     ``model`` moves: a tensor it holds that ``.to()`` leaves (``find_unregistered``), or one
-    that ``model(*args, **kwargs)`` makes on the default device or dtype, or stores where
-    ``.to()`` leaves it (``audit_forward``, which takes ``mode``, ``backward`` and
-    ``low_precision``). The report is the command line's.
+    that ``model(*args, **kwargs)`` - or ``step(model, *args, **kwargs)``, a loss or a training
+    step - makes on the default device or dtype, or stores where ``.to()`` leaves it
+    (``audit_forward``, which takes ``mode``, ``backward`` and ``low_precision``). The report is
+    the command line's.
     """
     findings = find_unregistered(model)
-    forward = audit_forward(
-        model, *args, mode=mode, backward=backward, low_precision=low_precision, **kwargs
+    found = audit_forward(
+        model,
+        *args,
+        step=step,
+        mode=mode,
+        backward=backward,
+        low_precision=low_precision,
+        **kwargs,
     )
-    if findings or forward:
-        raise AssertionError(report_text(model, findings, forward, audited_modes(model, mode)))
+    if findings or found:
+        forward = Forward(found, audited_modes(model, mode), what_runs(model, step))
+        raise AssertionError(report_text(model, findings, forward))

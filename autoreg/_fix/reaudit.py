@@ -21,14 +21,16 @@ from .._target import EXIT_USAGE, UsageError
 
 __all__ = ["main"]
 
+# autoreg audit's own parser: each target's arguments are what the command line gives it.
+_PARSER = argparse.ArgumentParser()
+_audit_cli.add_parser(_PARSER.add_subparsers())
+
 
 def main(argv: list[str]) -> None:
     """Audit each ``[target, forward]`` of the JSON list ``argv[0]``; print the results."""
     results = []
     for target, forward in json.loads(argv[0]):
-        args = argparse.Namespace(
-            target=target, json=False, forward=forward, train=False, eval=False
-        )
+        args = _PARSER.parse_args(["audit", target, *(["--forward"] if forward else [])])
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):

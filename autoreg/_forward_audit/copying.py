@@ -1,10 +1,11 @@
-"""The audit's copies: the model and the inputs moved to the stand-in device, and back to normal.
+"""The audit's copies: the model and the inputs, on the CPU with their values, and back to normal.
 
-The model is deep-copied with its parameters mapped straight to the stand-in device through the
-copy's memo (no weight is duplicated), then moved by its own ``.to()``, so that what ``.to()``
-leaves behind on a real device is left behind here too (``strand``). The inputs are copied and
-moved with it; the caller's tensors keep their values for the pass (``values``). The random
-number generators and the default device are kept as the caller had them.
+The model is deep-copied and converted by its own ``.to()``, so that what ``.to()`` leaves behind
+on a real device is left behind here too (``strand``); the inputs are copied with it; what follows
+the model is tagged (``follow``). A model built on the meta device has no values: its copy stays
+there, its parameters mapped straight to meta through the copy's memo (no weight is duplicated),
+and the caller's inputs keep their values for the pass (``values``). The random number generators
+and the default device are kept as the caller had them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import copy
 import random
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,37 +24,56 @@ from torch.nn.parameter import UninitializedParameter
 from torch.overrides import _get_current_function_mode_stack
 from torch.utils._device import DeviceContext
 
-from .._audit import Finding, find_unregistered
+from .._audit import Located, locate_unregistered
 from .._errors import ForwardAuditError
 from .._messages.audits import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS
 from .._messages.describe import describe, describe_error
 from .._walk import iter_tensors, map_tensors
 from .rules import STAND_IN, tensors_in
 from .sites import ByTensor
+from .tags import Tag, Tags
 
-__all__ = ["copy_inputs", "copy_model", "default_device_cpu", "rng_kept", "state", "strand"]
+__all__ = [
+    "copy_inputs",
+    "copy_model",
+    "default_device_cpu",
+    "devices_held",
+    "follow",
+    "on_meta",
+    "rng_kept",
+    "state",
+    "strand",
+]
 
 
-def copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
-    """A deep copy of ``model`` moved by its own ``.to()`` to the stand-in device (and ``low``).
+def on_meta(model: nn.Module) -> bool:
+    """Whether ``model`` was built on the meta device (it has no values): the pass runs there."""
+    return any(t.device.type == STAND_IN.type for t in state(model))
 
-    Parameters enter the copy already on the stand-in device, through ``deepcopy``'s memo: the
-    weights are never duplicated, and a plain attribute aliasing a parameter follows it, as
-    ``.to()`` on a real device does (it swaps ``param.data`` in place). A tensor with autograd
-    history (a state kept by a training forward), which ``deepcopy`` refuses, enters it as a
-    detached copy of its value.
+
+def copy_model(model: nn.Module, low: torch.dtype | None, meta: bool) -> nn.Module:
+    """A deep copy of ``model``, on the CPU (on meta for a model built there), in ``low`` if
+    given, converted by the model's own ``.to()``, one argument at a time (a class's override of
+    ``to(device)`` takes one), so that what ``.to()`` leaves behind is left behind here too.
+
+    A tensor with autograd history (a state kept by a training forward), which ``deepcopy``
+    refuses, enters the copy as a detached copy of its value. On meta, parameters enter the copy
+    already there, through ``deepcopy``'s memo: no weight is duplicated, and a plain attribute
+    aliasing a parameter follows it, as ``.to()`` on a real device does (it swaps
+    ``param.data`` in place).
     """
     memo: dict[int, Any] = {}
-    for parameter in model.parameters():
-        if isinstance(parameter, UninitializedParameter):  # a lazy module's: still lazy
-            memo[id(parameter)] = UninitializedParameter(  # type: ignore[call-arg]
-                parameter.requires_grad,  # type: ignore[arg-type]
-                device=STAND_IN,
-                dtype=parameter.dtype,
-            )
-        elif type(parameter) is nn.Parameter and parameter.layout == torch.strided:
-            stand_in = torch.empty_like(parameter, device=STAND_IN)
-            memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
+    if meta:
+        for parameter in model.parameters():
+            if isinstance(parameter, UninitializedParameter):  # a lazy module's: still lazy
+                memo[id(parameter)] = UninitializedParameter(  # type: ignore[call-arg]
+                    parameter.requires_grad,  # type: ignore[arg-type]
+                    device=STAND_IN,
+                    dtype=parameter.dtype,
+                )
+            elif type(parameter) is nn.Parameter and parameter.layout == torch.strided:
+                stand_in = torch.empty_like(parameter, device=STAND_IN)
+                memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
     for module in model.modules():
         for value in vars(module).values():
             for _, tensor in iter_tensors(value):
@@ -62,7 +83,17 @@ def copy_model(model: nn.Module, low: torch.dtype | None) -> nn.Module:
         twin = copy.deepcopy(model, memo)
     except Exception as error:
         raise ForwardAuditError(_cannot_copy(model, memo, error), []) from error
-    return twin.to(STAND_IN) if low is None else twin.to(STAND_IN, low)
+    with warnings.catch_warnings():
+        # nn.Module's .to(bfloat16) casts a complex buffer to a real dtype, with a warning:
+        # what the model does, not the audit's to report here.
+        warnings.simplefilter("ignore", UserWarning)
+        if meta:
+            twin.to(STAND_IN)
+        elif any(t.device.type != "cpu" for t in state(twin)):
+            twin.to("cpu")
+        if low is not None:
+            twin.to(low)
+    return twin
 
 
 def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> str:
@@ -87,16 +118,18 @@ def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> st
     return CANNOT_COPY.format(cls=type(model).__name__, error=describe_error(error))
 
 
-def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor]) -> Any:
-    """The inputs, deep-copied, with every tensor nested in lists, tuples and dicts moved;
-    ``values`` maps each moved tensor to the caller's, which holds its values."""
+def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor] | None) -> Any:
+    """The inputs, deep-copied, with every tensor nested in lists, tuples and dicts copied to the
+    CPU (to meta when ``values`` is given: it then maps each to the caller's, which holds its
+    values), its floating ones converted to ``low``."""
     memo: dict[int, Any] = {}
     for tensor in tensors_in(inputs):
-        moved = tensor.detach().to(STAND_IN)
+        device = STAND_IN if values is not None else torch.device("cpu")
+        moved = tensor.detach().to(device, copy=True)
         if low is not None and moved.is_floating_point():
             moved = moved.to(low)
         memo[id(tensor)] = moved.requires_grad_(tensor.requires_grad)
-        if tensor.device.type != STAND_IN.type:
+        if values is not None and tensor.device.type != STAND_IN.type:
             values[memo[id(tensor)]] = tensor.detach()
     try:
         return copy.deepcopy(inputs, memo)
@@ -106,19 +139,26 @@ def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Ten
         ) from error
 
 
-def strand(twin: nn.Module) -> dict[int, Finding]:
-    """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id. Those of a
-    model built on meta are put on the CPU, where they would be had it been built there: then
+def strand(twin: nn.Module) -> dict[int, Located]:
+    """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id, with the
+    module that holds each. Those elsewhere than on the CPU are put there, where they would be
+    had the model been built there (a model built on meta, one moved to a GPU): then
     ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes the devices."""
-    stranded: dict[int, Finding] = {}
+    stranded: dict[int, Located] = {}
     replaced: dict[int, torch.Tensor] = {}
-    for finding in find_unregistered(twin):
-        tensor = finding.tensor
-        if tensor.device.type == STAND_IN.type:
-            cpu = torch.zeros(tensor.shape, dtype=tensor.dtype).requires_grad_(tensor.requires_grad)
+    for entry in locate_unregistered(twin):
+        tensor = entry.finding.tensor
+        if entry.finding.kind == "numpy":
+            continue  # a numpy array never enters a pass as it is
+        if tensor.device.type != "cpu":  # on meta (no values: zeros), or on a GPU
+            if tensor.device.type == STAND_IN.type:
+                cpu = torch.zeros(tensor.shape, dtype=tensor.dtype)
+            else:
+                cpu = tensor.detach().cpu()
+            cpu.requires_grad_(tensor.requires_grad)
             replaced[id(tensor)] = cpu
             tensor = cpu
-        stranded[id(tensor)] = finding
+        stranded[id(tensor)] = entry
     if replaced:
         for module in twin.modules():
             for name, value in list(vars(module).items()):
@@ -127,6 +167,37 @@ def strand(twin: nn.Module) -> dict[int, Finding]:
                     if new is not value:
                         module.__dict__[name] = new
     return stranded
+
+
+def follow(tags: Tags, twin: nn.Module, stranded: dict[int, Located], inputs: Any) -> None:
+    """Tag what follows the model: its parameters and buffers, what its modules carry, the
+    inputs (the caller moves them with the model)."""
+    for module in twin.modules():
+        for name, value in vars(module).items():
+            if name not in ("_parameters", "_buffers", "_modules"):
+                for _, tensor in iter_tensors(value):
+                    if id(tensor) not in stranded:
+                        tags.set(tensor, Tag(True))
+    for tensor in (*state(twin), *tensors_in(inputs)):
+        tags.set(tensor, Tag(True))
+
+
+def devices_held(twin: nn.Module) -> dict[int, str]:
+    """The CPU devices the copy's modules keep in attributes (``self.device = "cpu"``), by id,
+    named ``Class.attribute``: a device fixed when the model was built."""
+    held: dict[int, str] = {}
+    for module in twin.modules():
+        for name, value in vars(module).items():
+            if isinstance(value, (torch.device, str)) and _cpu_device(value):
+                held.setdefault(id(value), f"{type(module).__name__}.{name}")
+    return held
+
+
+def _cpu_device(value: torch.device | str) -> bool:
+    try:
+        return torch.device(value).type == "cpu"
+    except (RuntimeError, TypeError):
+        return False
 
 
 def state(module: nn.Module) -> Iterator[torch.Tensor]:

@@ -1,47 +1,64 @@
-"""The dispatch mode that judges every ATen operation of the pass by CUDA's rules.
+"""The dispatch mode that sees every ATen operation of the pass and judges it by CUDA's rules.
 
-It sees the tensor arguments of each operation. A CPU tensor with a dimension next to a stand-in
-tensor is a device finding, except in the arguments CUDA takes from the CPU on purpose
-(``rules.CPU_OK``); the audit then moves the stray to the stand-in device and the pass goes on,
-so that one pass reports every stray. In the low-precision pass, a tensor of another floating
-dtype that promotes an operation, or that an operation which does not promote meets next to
-``bfloat16`` ones, is a dtype finding. Every finding is recorded once per site the stray came
-from (``sites``), with the fix ``fixes`` words. Values that meta does not have come from
-``values.Values``.
+Each operation runs as it is, on real values (on meta only for a model built there). Before it
+runs, the audit looks at its tensor arguments (``tags``): a tensor that stays on the default
+device, with at least one dimension, next to one that follows the model is a device finding -
+except in the arguments CUDA takes from the CPU on purpose (``rules.CPU_OK``). In a pass with a
+floating dtype, a tensor of another dtype made in the pass that promotes an operation of the
+model's dtype, or makes it raise (or would on CUDA: ``mm`` does not promote), is a dtype finding;
+a cast of the model's own values (``x.float()``, an island of float32 cast back with
+``.type_as(x)``) that only promotes is precision on purpose. After it runs, its outputs are
+tagged: whether they follow the model, and the sites they came from. Findings are recorded once
+per kind and site, as ``Record``s (``fixes`` words them at the end).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+import os
+import sys
+from types import FrameType
+from typing import Any, Final
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._audit import Finding
-from .finding import ForwardFinding, Kind
-from .fixes import stray_finding
+from .._audit import Located
+from .._frames import AUTOREG_DIR, TORCH_DIR, is_library
+from .calls import Calls
+from .finding import Kind
+from .fixes import Records, record
 from .rules import (
+    CASTS,
     CPU_OK,
     LIFTS,
     RANDOM,
     READS,
     STAND_IN,
     cast,
-    invoke,
+    floating,
     keeps_dtype,
-    left_behind,
     named_tensors,
+    run,
     target_device,
     tensors_in,
     written,
 )
 from .sites import ByTensor, Lines, Site, merged
+from .tags import Tag, Tags, storage_key
 from .values import Values
 
 __all__ = ["Audit"]
 
-Findings = dict[tuple[str | int, ...], ForwardFinding]
+# The frames between an operation's caller and this mode: not the caller. (A torch that adds
+# another one makes a factory of a Python backward look like autograd's own: no finding.)
+_PLUMBING: Final = (
+    AUTOREG_DIR,
+    *(
+        TORCH_DIR + name
+        for name in ("_ops.py", "utils/_python_dispatch.py", "overrides.py", "_compile.py")
+    ),
+    TORCH_DIR + "_dynamo" + os.sep,
+)
 
 
 class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -50,34 +67,40 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(
         self,
         lines: Lines,
-        attributes: dict[int, Finding],
+        tags: Tags,
+        calls: Calls,
+        attributes: dict[int, Located],
         dtype: torch.dtype | None,
-        findings: Findings,
-        values: Values,
+        records: Records,
+        values: Values | None,
         input_dims: set[int],
         *,
         devices: bool,
     ) -> None:
-        """``lines``: the user's line now, and what the code there names; ``attributes``: the
+        """``lines``: the user's line now, and what the code there names; ``tags``: what is known
+        of each tensor; ``calls``: the call of the forward's code running now; ``attributes``: the
         plain attributes ``.to()`` left behind, by id; ``dtype``: the pass's floating dtype,
-        against which dtype strays are judged; ``findings``: where findings go; ``values``: the
-        values of stand-in tensors where they are known (the inputs); ``input_dims``: the
-        inputs' dimensions above 1 (a tensor with one of them is not the same at every call);
-        ``devices``: whether to record device findings (the dtype pass does not repeat them)."""
+        against which dtype strays are judged; ``records``: where findings go; ``values``: for a
+        model built on meta, the values known (the inputs'), else ``None`` (the values are
+        real); ``input_dims``: the inputs' dimensions above 1 (a tensor with one of them is not
+        the same at every call); ``devices``: whether to record device findings (the dtype pass
+        does not repeat them)."""
         super().__init__()  # type: ignore[no-untyped-call]
         self.lines = lines
+        self.tags = tags
+        self.calls = calls
         self.attributes = attributes
         self.dtype = dtype
-        self.findings = findings
-        # Known values: the inputs (the caller's tensors, never written to) and what is computed
-        # from them alone (lengths.max(), mask.all()).
+        self.records = records
         self.values = values
         self.input_dims = input_dims
         self.devices = devices
         self.moved_grad = False  # a stray that requires grad was moved: backward may not follow
-        self.sites: ByTensor[tuple[Site, ...]] = ByTensor()
-        self.foreign: set[int] = set()  # the storages of the tensors made before the pass
+        self.foreign: set[object] = set()  # the storages of the tensors made before the pass
         self.made: ByTensor[tuple[str, int]] = ByTensor()  # the user's line that computed it
+        # Whether the factory at a line (and origin) made its tensor on the model's device, as
+        # the forward's calls said: for the same line run again where no call is seen (autograd).
+        self.memo: dict[tuple[str, int, str], bool] = {}
 
     def __torch_dispatch__(
         self,
@@ -86,56 +109,75 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
+        # The audit's own tensor methods must not reach the forward's TorchFunctionMode.
+        with torch._C.DisableTorchFunction():
+            return self._dispatch(func, args, kwargs or {})
+
+    def _dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = func.overloadpacket.__name__
         named = named_tensors(func, args, kwargs)
         tensors = [t for _, t in named]
-        stand_in = [t for t in tensors if t.device.type == STAND_IN.type]
-        if stand_in and name in READS:
+        if self.values is not None and name in READS and any(_on_meta(t) for t in tensors):
             return self.values.read(func, args, kwargs)
         for tensor in tensors:
-            if tensor not in self.sites and tensor.dim() and left_behind(tensor):
-                self._tag_entered(tensor, name)
+            cpu = tensor.dim() and tensor.device.type == "cpu"
+            if cpu and name not in LIFTS and not self.tags.known(tensor):
+                self._enter(tensor)
+        model = [t for t in tensors if self.tags.follows(t)]
         replace: dict[int, torch.Tensor] = {}
-        if stand_in:
+        if model:
             ok = CPU_OK.get(name, frozenset())
             for arg, tensor in named:
-                if tensor.dim() and arg not in ok and left_behind(tensor):
+                if tensor.dim() and arg not in ok and not self.tags.follows(tensor):
                     if self.devices:
-                        self._record("device", tensor, func, stand_in)
+                        self._record("device", tensor, func, model)
                     self.moved_grad = self.moved_grad or tensor.requires_grad
-                    replace[id(tensor)] = tensor.to(STAND_IN)
+                    if self.values is not None:  # meta mixes with few CPU tensors: move it
+                        replace[id(tensor)] = tensor.to(STAND_IN)
         for tensor in written(func, args, kwargs):
-            if tensor.device.type == "cpu" and (
-                tensor not in self.sites or tensor.untyped_storage().data_ptr() in self.foreign
-            ):
-                # Not made by this pass (a global, a closure's): written on a copy, so that the
-                # caller's state is left as it was.
+            if tensor.device.type == "cpu" and storage_key(tensor) in self.foreign:
+                # Not the copy's (a global, a closure's): written on a copy, so that the caller's
+                # state is left as it was.
                 replace.setdefault(id(tensor), tensor.clone())
-        if name == "copy_" and args[0].device.type == "cpu" and stand_in:
-            return args[0]  # a copy to the CPU from a device without values: nothing to copy
-        if name == "_to_copy" and stand_in and target_device(kwargs, args[0]).type == "cpu":
-            original = self.values.known.get(args[0])
-            if original is None:  # values read back from the stand-in device: ones
-                original = torch.ones(args[0].shape, dtype=args[0].dtype)
-            out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
-            self.sites[out] = (
-                self.lines.site(
-                    "copied back",
-                    copied_back=True,
-                    typed=kwargs.get("dtype") not in (None, args[0].dtype),
-                ),
-            )
-            return out
+        if self.values is not None:
+            copied = self._copied_back(func, name, args, kwargs, tensors)
+            if copied is not None:
+                return copied
         try:
-            result = self._call(func, args, kwargs, replace, named, stand_in)
-        except Exception as error:  # noqa: BLE001 - raised again if no input on the CPU helps
+            result = self._call(func, args, kwargs, replace, named, model)
+        except Exception as error:
+            if self.values is None:
+                raise
             result = self.values.on_the_cpu(error, func, args, kwargs, replace, named)
-        self._tag_outputs(func, name, kwargs, tensors, result)
-        self.values.follow(func, args, kwargs, result)
+        self._tag_outputs(func, name, args, kwargs, tensors, result)
+        if self.values is not None:
+            self.values.follow(func, args, kwargs, result)
         return result
 
-    # --- running the operation, with the dtype rules of the low-precision pass ------------------
+    def _copied_back(
+        self,
+        func: Any,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        tensors: list[torch.Tensor],
+    ) -> Any:
+        """On meta: a copy to the CPU, whose values come from ``values`` (else ones)."""
+        meta = [t for t in tensors if _on_meta(t)]
+        if name == "copy_" and args[0].device.type == "cpu" and meta:
+            return args[0]  # a copy to the CPU from a device without values: nothing to copy
+        if name != "_to_copy" or not meta or target_device(kwargs, args[0]).type != "cpu":
+            return None
+        assert self.values is not None
+        original = self.values.known.get(args[0])
+        if original is None:  # values read back from the stand-in device: ones
+            original = torch.ones(args[0].shape, dtype=args[0].dtype)
+        out = original.to(dtype=kwargs.get("dtype") or args[0].dtype, copy=True)
+        back = self.lines.site("copied back", host=True, copied_back=True, dtype=out.dtype)
+        self.tags.set(out, Tag(False, (*self.tags.sites(args[0]), back)))
+        return out
+
+    # --- running the operation, with the dtype rules ----------------------------------------------
 
     def _call(
         self,
@@ -144,56 +186,75 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any],
         replace: dict[int, torch.Tensor],
         named: list[tuple[str, torch.Tensor]],
-        stand_in: list[torch.Tensor],
+        model: list[torch.Tensor],
     ) -> Any:
         low = self.dtype
         if low is None or not any(t.dtype == low for _, t in named):
-            return invoke(func, args, kwargs, replace)
+            return run(func, args, kwargs, replace)
         strays = [t for _, t in named if self._dtype_stray(t, low)]
         if not strays:
-            return invoke(func, args, kwargs, replace)
+            return run(func, args, kwargs, replace)
         try:
-            result = invoke(func, args, kwargs, replace)
+            result = run(func, args, kwargs, replace)
         except Exception:  # noqa: BLE001 - tried again below with the strays converted
             # Raises again if the dtypes were not the reason.
-            result = invoke(func, args, kwargs, cast(replace, strays, low))
+            result = run(func, args, kwargs, cast(replace, strays, low))
             for tensor in strays:
-                self._record("dtype", tensor, func, stand_in, raises=True)
+                self._record("dtype", tensor, func, model, raises=True)
             return result
-        floating = [t for t in strays if t.is_floating_point()]
-        promoted = {t.dtype for t in tensors_in(result) if t.is_floating_point()} - {low}
-        culprits = [t for t in floating if t.dtype in promoted]
+        mixed = [t for t in strays if floating(t)]
+        outputs = [t for t in tensors_in(result) if floating(t)]
+        promoted = {t.dtype for t in outputs} - {low}
+        culprits = [t for t in mixed if t.dtype in promoted and not self._island(t)]
         if culprits:
             for tensor in culprits:
-                self._record("dtype", tensor, func, stand_in, result=min(promoted, key=str))
-            # The pass goes on in low precision, so that later strays show up on their own.
-            return invoke(func, args, kwargs, cast(replace, culprits, low))
-        if floating and not keeps_dtype(func, args, low):
-            # No promotion, yet two floating dtypes: an operation that does not promote (mm,
-            # linear, embedding), which meta runs and CUDA rejects.
-            for tensor in floating:
-                self._record("dtype", tensor, func, stand_in, raises=True)
+                self._record("dtype", tensor, func, model, result=min(promoted, key=str))
+            # The pass goes on in the model's dtype, so that later strays show up on their own.
+            return run(func, args, kwargs, cast(replace, culprits, low))
+        if mixed and outputs and not promoted and not keeps_dtype(func, args, low):
+            # Two floating dtypes in, the model's out: an operation that does not promote
+            # (mm, linear, embedding), which the CPU may run and CUDA rejects.
+            for tensor in mixed:
+                self._record("dtype", tensor, func, model, raises=True)
         return result
 
     def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
+        """A tensor made (or cast) by the code in the pass in another dtype than ``low``: one
+        that may mix. What only torch cast (inside sdpa, under autocast) is torch's."""
         if tensor.dtype in (low, torch.bool) or not tensor.dim():
             return False
-        sites = self.sites.get(tensor)
-        return sites is not None and any(not site.typed for site in sites)
+        return any(not site.internal for site in self.tags.sites(tensor))
 
-    # --- tags ---------------------------------------------------------------------------------
+    def _island(self, tensor: torch.Tensor) -> bool:
+        """Whether the dtype of ``tensor`` comes from casts of the model's own values only."""
+        origins = [s for s in self.tags.sites(tensor) if s.dtype == tensor.dtype]
+        return bool(origins) and all(site.island for site in origins)
 
-    def _tag_entered(self, tensor: torch.Tensor, name: str) -> None:
-        if name in LIFTS:
-            return  # torch.tensor(data) in forward: tagged as made there, below
-        attribute = self.attributes.get(id(tensor))
-        self.sites[tensor] = (self.lines.site("entered", entered=True, attribute=attribute),)
-        self.foreign.add(tensor.untyped_storage().data_ptr())
+    # --- tags -------------------------------------------------------------------------------------
+
+    def _enter(self, tensor: torch.Tensor) -> None:
+        """Tag a CPU tensor the pass meets for the first time: made before it, on the CPU."""
+        located = self.attributes.get(id(tensor))
+        if located is None:
+            site = self.lines.site("entered", host=True, entered=True, dtype=tensor.dtype)
+            self.foreign.add(storage_key(tensor))
+        else:
+            holder = located.holder_path, type(located.holder).__name__
+            site = self.lines.site(
+                "entered",
+                holder=holder,
+                host=True,
+                entered=True,
+                dtype=tensor.dtype,
+                attribute=located.finding,
+            )
+        self.tags.set(tensor, Tag(False, (site,)))
 
     def _tag_outputs(
         self,
         func: Any,
         name: str,
+        args: tuple[Any, ...],
         kwargs: dict[str, Any],
         tensors: list[torch.Tensor],
         result: Any,
@@ -201,66 +262,175 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         outputs = tensors_in(result)
         if not outputs:
             return
-        sites: tuple[Site, ...] | None
-        if name in LIFTS or not tensors:  # made from nothing: a factory, or lifted data
-            made = self.lines.site(
-                name,
-                typed=kwargs.get("dtype") is not None,
-                random=name if name in RANDOM else "",
-                shaped=not self.input_dims.isdisjoint(outputs[0].shape),
-            )
-            sites = (made,)
-        else:  # computed: from every site of its inputs; a 0-dim input is a scalar to CUDA,
-            # and makes no stray of a tensor computed with a dimensioned one (torch's sdpa turns
-            # a bool mask into a float one with where(mask, scalar_tensor(0), scalar_tensor(-inf)))
-            sites = merged(self.sites.get(t) for t in tensors if t.dim())
-            if sites is None:
-                sites = merged(self.sites.get(t) for t in tensors)
-            if (
-                sites is not None
-                and name == "_to_copy"
-                and kwargs.get("dtype") not in (None, tensors[0].dtype)
-            ):
-                sites = tuple(dataclasses.replace(site, typed=True) for site in sites)
         line = self.lines.line()
         for out in outputs:
             if out not in self.made:
                 self.made[out] = line
-            if sites is not None and out not in self.sites:
-                self.sites[out] = sites
+        new = [out for out in outputs if not self.tags.known(out)]
+        if not new:
+            return  # views and in-place results: their storage keeps its tag
+        factory = name in LIFTS or not tensors
+        follows = (
+            self._placement(name, tensors)
+            if factory or "device" in kwargs
+            else any(self.tags.follows(t) for t in tensors)
+        )
+        sites: tuple[Site, ...] | None
+        if factory:
+            call = self.calls.call
+            attribute = call.device_attribute if call is not None and not follows else ""
+            sites = (
+                self.lines.site(
+                    name,
+                    host=not follows,
+                    dtype=new[0].dtype,
+                    random=name if name in RANDOM else "",
+                    shaped=not self.input_dims.isdisjoint(new[0].shape),
+                    written=kwargs.get("dtype") is not None,
+                    device_attribute=attribute,
+                    copied_back=not follows and new[0].data_ptr() in self.calls.copied,
+                ),
+            )
+        elif name in CASTS and new[0].dtype != tensors[0].dtype:
+            # A cast decides the dtype: of its input's sites, only those that left it on the
+            # default device still say something about it.
+            kept = tuple(s for s in self.tags.sites(tensors[0]) if s.host)
+            sites = merged([kept, (self._cast(tensors[0], new[0].dtype),)])
+        else:  # computed: from every site of its inputs; a 0-dim input is a scalar to CUDA,
+            # and makes no stray of a tensor computed with a dimensioned one (torch's sdpa turns
+            # a bool mask into a float one with where(mask, scalar_tensor(0), scalar_tensor(-inf)))
+            sites = merged(self.tags.sites(t) for t in tensors if t.dim())
+            if sites is None:
+                sites = merged(self.tags.sites(t) for t in tensors)
+            if floating(new[0]) and not any(floating(t) for t in tensors):
+                # Floating values computed from integers (divided, times a Python float): their
+                # dtype, the default one, came to be at this line, where to give them the model's.
+                computed = self.lines.site("computed", dtype=new[0].dtype)
+                sites = merged([sites, (computed,)])
+        for out in new:
+            self.tags.set(out, Tag(follows or out.device.type != "cpu", sites or ()))
 
-    # --- findings -------------------------------------------------------------------------------
+    def _cast(self, source: torch.Tensor, dtype: torch.dtype) -> Site:
+        """The site of a cast of ``source``: torch's own inside another operation; precision on
+        purpose (an island) when the code casts the model's own values, floating in its dtype."""
+        call = self.calls.call
+        if call is None or not call.cast:
+            return self.lines.site("cast", dtype=dtype, internal=True)
+        island = (
+            floating(source)
+            and self.tags.follows(source)
+            and (self.dtype is None or source.dtype == self.dtype)
+        )
+        return self.lines.site("cast", dtype=dtype, island=island, written=True)
+
+    def _placement(self, name: str, tensors: list[torch.Tensor]) -> bool:
+        """Whether an operation that chooses its output's device (a factory, lifted data, a copy
+        with ``device=``) made it on the model's device."""
+        call = self.calls.call
+        if call is None:
+            # No call of torch's API is seen: data lifted by a constructor of its own
+            # (torch.from_numpy, torch.FloatTensor(data)) is on the default device; anything
+            # else (TorchScript code, which passes its devices unseen) cannot be told, and counts
+            # as following the model, as nn.Module would not complain.
+            return name not in LIFTS
+        if not call.autograd:
+            if call.target is not None:
+                follows = call.target
+            else:
+                follows = call.inputs or any(self.tags.follows(t) for t in tensors)
+            frame = _caller()
+            if frame is not None and not is_library(frame.f_code.co_filename):
+                self.memo[frame.f_code.co_filename, frame.f_lineno, name] = follows
+            return follows
+        if name not in LIFTS and any(self.tags.follows(t) for t in tensors):
+            return True
+        # Under autograd: the forward's calls are not seen. A factory of the user's code (a
+        # backward written in Python, a checkpoint's forward run again) is judged as the same
+        # line was in the forward pass; one of autograd's own follows the tensors it serves.
+        frame = _caller()
+        if frame is None or is_library(frame.f_code.co_filename):
+            return True
+        return self.memo.get((frame.f_code.co_filename, frame.f_lineno, name), False)
+
+    # --- findings ---------------------------------------------------------------------------------
+
+    def numpy(self, tensor: torch.Tensor) -> None:
+        """``.numpy()`` of ``tensor``, on the model's device: a device finding at that line."""
+        if not self.devices:
+            return
+        site = self.lines.site("numpy", dtype=tensor.dtype)
+        key = ("device", *site.key)
+        if key not in self.records:
+            line = site.filename, site.lineno
+            self.records[key] = record(
+                "device",
+                site,
+                tensor,
+                "numpy",
+                line,
+                [tensor],
+                self.tags.follows,
+                None,
+                None,
+                self.lines.mode,
+            )
 
     def _record(
         self,
         kind: Kind,
         tensor: torch.Tensor,
         func: Any,
-        stand_in: list[torch.Tensor],
+        model: list[torch.Tensor],
         *,
         raises: bool = False,
         result: torch.dtype | None = None,
     ) -> None:
-        """Record a finding for each site ``tensor`` came from (for a dtype finding: each site
-        whose code did not write its dtype); ``result``: the dtype ``func`` promoted to."""
-        sites = self.sites.get(tensor)
-        if sites is None:  # a 0-dim tensor, or one lifted by torch.tensor: tag it here
-            sites = (self.lines.site("made"),)
-            self.sites[tensor] = sites
+        """Record a finding for each site ``tensor`` came from: for a device finding, each that
+        left it on the default device; for a dtype finding, each that gave it its dtype (a cast
+        of the model's values, on purpose, only when the operation raises); ``result``: the dtype
+        ``func`` promoted to."""
+        sites = tuple(s for s in self.tags.sites(tensor) if not s.internal)
+        if kind == "device":
+            chosen = [s for s in sites if s.host]
+        else:
+            chosen = [s for s in sites if s.dtype == tensor.dtype] or list(sites)
+            if not raises:
+                chosen = [s for s in chosen if not s.island]
+            lines: dict[object, Site] = {}  # one site of a line says where to give it the dtype
+            for site in chosen:
+                lines.setdefault(site.key if site.attribute else site.key[:2], site)
+            chosen = list(lines.values())
+        if not chosen:
+            chosen = [self.lines.site("made", host=kind == "device", dtype=tensor.dtype)]
         op = func.overloadpacket.__name__
         op_line = self.lines.line()
-        for site in sites:
+        for site in chosen:
             key = (kind, *site.key)
-            if key in self.findings or (kind == "dtype" and site.typed):
-                continue
-            self.findings[key] = stray_finding(
-                kind,
-                site,
-                tensor,
-                op,
-                op_line,
-                stand_in,
-                self.dtype,
-                None if raises else result,
-                self.lines.mode,
-            )
+            if key not in self.records:
+                self.records[key] = record(
+                    kind,
+                    site,
+                    tensor,
+                    op,
+                    op_line,
+                    model,
+                    self.tags.follows,
+                    self.dtype,
+                    result,
+                    self.lines.mode,
+                )
+
+
+def _on_meta(tensor: torch.Tensor) -> bool:
+    return tensor.device.type == STAND_IN.type
+
+
+def _caller() -> FrameType | None:
+    """The innermost frame of the code that called the operation running now: not this mode's,
+    not torch's dispatch machinery."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(_PLUMBING):
+            return frame
+        frame = frame.f_back
+    return None

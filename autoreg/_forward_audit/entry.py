@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import traceback
+import functools
+from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
 import torch
@@ -11,36 +11,64 @@ from torch import nn
 
 from .._audit import check_module
 from .._errors import ForwardAuditError
-from .._frames import error_line, is_library, location
+from .._frames import error_line, location
 from .._messages.audits import (
     BAD_FORWARD_MODE,
+    FORWARD_AUDIT_LIMIT,
     FORWARD_OWN_ERROR,
-    FORWARD_RAISED,
-    FORWARD_RAISED_GUESSED,
+    FORWARD_RAISED_META,
+    FORWARD_RAISED_META_GUESSED,
+    LOW_PRECISION_LIMIT,
     LOW_PRECISION_RAISED,
     NO_STRAY_BEFORE,
+    STEP_OF,
     STRAYS_BEFORE,
+    THE_FORWARD_OF,
 )
 from .._messages.describe import describe_error, dtype_name
-from .copying import copy_inputs, copy_model, default_device_cpu, rng_kept, state, strand
-from .dispatch import Audit, Findings
+from .calls import Calls
+from .copying import (
+    copy_inputs,
+    copy_model,
+    default_device_cpu,
+    devices_held,
+    follow,
+    on_meta,
+    rng_kept,
+    state,
+    strand,
+)
+from .dispatch import Audit
 from .finding import ForwardFinding, ModeChoice, ModeName
-from .rules import tensors_in
+from .fixes import Records, finish
+from .rules import STAND_IN, tensors_in
 from .sites import Lines, call
 from .stores import StoreWatch, stored_findings
+from .tags import Tags
 from .values import Values
 
-__all__ = ["LOW_PRECISION", "audit_forward", "audited_modes"]
+__all__ = [
+    "LOW_PRECISION",
+    "ForwardStoppedError",
+    "Step",
+    "audit_forward",
+    "audited_modes",
+    "not_audited",
+    "what_runs",
+]
 
 LOW_PRECISION: Final = torch.bfloat16
-# "meta tensors", "'Meta' backend", "register_meta"; not "metadata"
-_META: Final = re.compile(r"(?<![a-z])meta(?![a-z])", re.IGNORECASE)
+_QUOTED: Final = 240  # the longest first line of an error said in one line
+
+Step = Callable[..., Any]  # step(model, *args, **kwargs): a loss, a training step
+Stored = dict[tuple[str | int, ...], ForwardFinding]
 
 
 def audit_forward(
     model: nn.Module,
     /,
     *args: Any,
+    step: Step | None = None,
     mode: ModeChoice | None = None,
     backward: bool = False,
     low_precision: torch.dtype | None = LOW_PRECISION,
@@ -48,25 +76,28 @@ def audit_forward(
 ) -> list[ForwardFinding]:
     """Every stray tensor of one ``model(*args, **kwargs)`` pass, judged by CUDA's rules.
 
-    Runs a copy of ``model`` and of the inputs on the meta device (no GPU, no memory), in the
-    model's dtype, then a second pass with the copy and the floating inputs converted to
-    ``low_precision`` (``None`` skips it); under ``torch.no_grad()`` unless ``backward=True``
-    (then the backward of every output that requires grad is audited too). ``mode``: the copy
-    runs in the mode the model is in (``None``), in ``"train"`` or ``"eval"`` mode, or in
-    ``"both"``, one after the other (code that runs only in training, such as dropout's noise,
-    or only in eval); each finding says its ``mode``. ``model``, its mode, the inputs and the
-    random number generators are left as they were. Raises ``ForwardAuditError`` when the
-    forward cannot run to its end on the meta device.
+    Runs a copy of ``model`` and of the inputs on the CPU, with their values, in the model's
+    dtype, then a second pass with the copy and the floating inputs converted to
+    ``low_precision`` (``None`` skips it), in the grad mode of the caller. ``step``: audit
+    ``step(model, *args, **kwargs)`` instead of the forward (a loss, a training step: it gets
+    the copy, and makes its own optimizer). ``backward=True``: the backward of every output that
+    requires grad is audited too. ``mode``: the copy runs in the mode the model is in
+    (``None``), in ``"train"`` or ``"eval"`` mode, or in ``"both"``, one after the other (code
+    that runs only in training, such as dropout's noise, or only in eval); each finding says
+    its ``mode``. ``model``, its mode, the inputs and the random number generators are left as
+    they were. Raises ``ForwardAuditError`` when the pass cannot run to its end, and says
+    whether the forward raises by itself (it does without the audit too) or the audit cannot
+    follow it.
     """
     check_module(model, "audit_forward")
-    findings: Findings = {}
+    records: Records = {}
+    stored: Stored = {}
     with rng_kept():
         for name in audited_modes(model, mode):
             training = None if mode is None else name == "train"
-            _run(model, args, kwargs, None, training, backward, findings)
-            if low_precision is not None:
-                _run(model, args, kwargs, low_precision, training, backward, findings)
-    return list(findings.values())
+            for low in (None, low_precision) if low_precision is not None else (None,):
+                _run(model, args, kwargs, step, low, training, backward, records, stored)
+    return [*finish(records, _device_of(model)), *stored.values()]
 
 
 def audited_modes(model: nn.Module, mode: ModeChoice | None) -> tuple[ModeName, ...]:
@@ -80,93 +111,161 @@ def audited_modes(model: nn.Module, mode: ModeChoice | None) -> tuple[ModeName, 
     raise ValueError(BAD_FORWARD_MODE.format(value=mode))
 
 
+def what_runs(model: nn.Module, step: Step | None) -> str:
+    """``the forward of Net`` or ``the step train_step of Net``: what the audit runs."""
+    cls = type(model).__name__
+    if step is None:
+        return THE_FORWARD_OF.format(cls=cls)
+    name = getattr(step, "__qualname__", None) or type(step).__name__
+    return STEP_OF.format(step=name, cls=cls)
+
+
 def _run(
     model: nn.Module,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    step: Step | None,
     low: torch.dtype | None,
     training: bool | None,
     backward: bool,
-    findings: Findings,
+    records: Records,
+    stored: Stored,
 ) -> None:
-    """One forward (and backward) of a copy of ``model`` on the stand-in device, in ``low``,
-    in training mode or not (``None``: each module in the mode it is in).
+    """One forward (or step, and backward) of a copy of ``model``, in ``low``, in training mode
+    or not (``None``: each module in the mode it is in).
 
     The pass in the model's own dtype (``low=None``) records the device findings, the state
     forward stores, and the dtype findings against the model's floating dtype (a float64 numpy
     array in a float32 model).
     """
-    twin = copy_model(model, low)
+    meta = on_meta(model)
+    twin = copy_model(model, low, meta)
     if training is not None:
         twin.train(training)
     mode: ModeName = "train" if twin.training else "eval"
-    values = Values()
-    inputs = copy_inputs((args, kwargs), low, values.known)
+    values = Values() if meta else None
+    inputs = copy_inputs((args, kwargs), low, values.known if values else None)
     dtype = low or next((t.dtype for t in state(twin) if t.is_floating_point()), None)
-    attributes = strand(twin)
+    stranded = strand(twin)
+    tags = Tags()
+    follow(tags, twin, stranded, inputs)
     dims = {d for t in tensors_in((args, kwargs)) for d in t.shape if d > 1}
     lines = Lines(twin, mode)
-    audit = Audit(lines, attributes, dtype, findings, values, dims, devices=low is None)
+    run_device = STAND_IN if meta else torch.device("cpu")
+    calls = Calls(tags, lines, run_device, devices_held(twin))
+    audit = Audit(lines, tags, calls, stranded, dtype, records, values, dims, devices=low is None)
+    calls.on_numpy = audit.numpy
     stores = StoreWatch(twin) if low is None else None
-    grad = torch.enable_grad() if backward else torch.no_grad()
+    run: Step = twin if step is None else functools.partial(step, twin)
     try:
-        with default_device_cpu(), grad, audit:
-            output = call(twin, *inputs)
+        with default_device_cpu(), calls, audit:
+            output = call(run, *inputs)
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
-        _raise_forward_error(error, model, low, audit, findings)
+        _stopped(error, model, args, kwargs, step, low, training, values, records)
     if stores is not None:
-        for key, finding in stored_findings(twin, mode, attributes, stores.lines, audit.made):
-            findings.setdefault(key, finding)
+        device = _device_of(model)
+        for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):
+            stored.setdefault(key, found)
     if not (backward and roots):
         return
     try:
-        with default_device_cpu(), audit:
+        with default_device_cpu(), calls, audit:
             torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
     except Exception as error:  # noqa: BLE001 - raised again unless the audit caused it
-        if not audit.moved_grad:
-            _raise_forward_error(error, model, low, audit, findings)
-        # Else autograd expects the gradient of a stray the audit moved on its old device: the
-        # backward pass ends there, with its findings.
+        if not audit.moved_grad or values is None:
+            _stopped(error, model, args, kwargs, step, low, training, values, records)
+        # Else, on meta, autograd expects the gradient of a stray the audit moved on its old
+        # device: the backward pass ends there, with its findings.
 
 
-def _raise_forward_error(
-    error: Exception, model: nn.Module, low: torch.dtype | None, audit: Audit, findings: Findings
+def _stopped(
+    error: Exception,
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    step: Step | None,
+    low: torch.dtype | None,
+    training: bool | None,
+    values: Values | None,
+    records: Records,
 ) -> NoReturn:
-    """Raise ``ForwardAuditError`` for ``error``, which stopped a pass: as a gap of the meta
-    device, as an error of the forward itself, or as the low-precision pass failing."""
-    cls = type(model).__name__
+    """Raise ``ForwardAuditError`` for ``error``, which stopped a pass, saying truthfully whose
+    it is: on the CPU, the model given is run again without the audit, and what it does then
+    decides between an error of the forward itself and a limit of the audit."""
+    what = what_runs(model, step)
     filename, lineno = error_line(error) or ("<unknown>", 0)
-    if low is not None:
-        message = LOW_PRECISION_RAISED
-    elif _meta_gap(error):
-        message = FORWARD_RAISED
-    elif audit.values.guessed:
-        message = FORWARD_RAISED_GUESSED
+    names = {
+        "what": what,
+        "cls": type(model).__name__,
+        "where": location(filename, lineno),
+        "error": describe_error(error),
+        "low": dtype_name(low),
+    }
+    if values is not None:  # built on meta: nothing runs it with values
+        guessed = values.guessed
+        template = FORWARD_RAISED_META_GUESSED if guessed else FORWARD_RAISED_META
+        names["guessed"] = str(guessed)
+    elif _raises_alone(model, args, kwargs, step, low, training):
+        template = LOW_PRECISION_RAISED if low is not None else FORWARD_OWN_ERROR
     else:
-        message = FORWARD_OWN_ERROR
-    found = list(findings.values())
-    raise ForwardAuditError(
-        message.format(
-            cls=cls,
-            where=location(filename, lineno),
-            error=describe_error(error),
-            low=dtype_name(low),
-            guessed=audit.values.guessed,
-            found=STRAYS_BEFORE.format(found="\n".join(map(str, found)))
-            if found
-            else NO_STRAY_BEFORE,
-        ),
-        found,
-    ) from error
+        template = LOW_PRECISION_LIMIT if low is not None else FORWARD_AUDIT_LIMIT
+    found = finish(records, _device_of(model))
+    before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
+    message = template.format(**names, found=before)
+    raise ForwardStoppedError(message, found, _one_line(message)) from error
 
 
-def _meta_gap(error: Exception) -> bool:
-    """Whether ``error`` is the meta device's: an operation it cannot run without values (it
-    says so: "meta", or torch's ``NotImplementedError``), not an error of the forward itself
-    (wrong input shapes, a bug), which is raised the same on any device."""
-    if _META.search(str(error)):
+class ForwardStoppedError(ForwardAuditError):
+    """The pass stopped; ``summary`` says where and whose the error is, in one line."""
+
+    def __init__(self, message: str, findings: list[ForwardFinding], summary: str) -> None:
+        super().__init__(message, findings)
+        self.summary = summary
+
+
+def not_audited(error: ForwardAuditError) -> str:
+    """One line for a report: why the forward was not audited (where, whose error)."""
+    return getattr(error, "summary", "") or _one_line(str(error))
+
+
+def _one_line(message: str) -> str:
+    """The first two sentences of ``message`` (what raised where, and whose error it is), on one
+    line, the error quoted at most ``_QUOTED`` characters long."""
+    first, _, rest = message.partition("\n")
+    first = " ".join(first.split())
+    if len(first) > _QUOTED:
+        first = first[: _QUOTED - 3].rstrip() + "..."
+    verdict = " ".join(rest.split()).partition(". ")[0].partition(": ")[0]
+    return f"{first}; {verdict[0].lower()}{verdict[1:]}" if verdict else first
+
+
+def _raises_alone(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    step: Step | None,
+    low: torch.dtype | None,
+    training: bool | None,
+) -> bool:
+    """Whether a copy of ``model`` (in ``low``) raises on the CPU without the audit."""
+    try:
+        twin = copy_model(model, low, meta=False)
+        if training is not None:
+            twin.train(training)
+        inputs = copy_inputs((args, kwargs), low, None)
+    except Exception:  # noqa: BLE001 - what cannot be copied cannot be run alone
+        return False
+    run: Step = twin if step is None else functools.partial(step, twin)
+    try:
+        with default_device_cpu(), rng_kept():
+            call(run, *inputs)
+    except Exception:  # noqa: BLE001 - any error of its own
         return True
-    frames = traceback.extract_tb(error.__traceback__)
-    raised_by_torch = not frames or is_library(frames[-1].filename)
-    return isinstance(error, NotImplementedError) and raised_by_torch
+    return False
+
+
+def _device_of(model: nn.Module) -> str:
+    """Where the model given is: the device of its first parameter or buffer (the CPU if none)."""
+    tensor = next(iter(state(model)), None)
+    return str(tensor.device) if tensor is not None else "cpu"

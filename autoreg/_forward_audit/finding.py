@@ -28,11 +28,14 @@ class ForwardFinding:
     that stored it. ``source`` is that line's text.
     ``op`` is the first operation that mixed it in, at ``op_filename:op_lineno`` (empty and 0 for
     ``"stored"``); ``tensor`` describes it (``float32[2, 3] cpu``); ``fix`` is what to write.
-    ``class_name`` and ``module_path`` name the module whose code made the tensor (for
-    ``"stored"``: the module whose attribute holds it), its path dotted from the audited model
-    (``""`` for the model itself); ``attribute`` is the attribute stored (``""`` for the other
-    kinds). ``mode`` is the mode the pass that found it ran the model in: ``"train"`` or
-    ``"eval"``.
+    ``class_name`` and ``module_path`` name the module whose code made the tensor (for a
+    plain attribute and for ``"stored"``: the module that holds it), its path dotted from the
+    audited model (``""`` for the model itself); ``attribute`` is the attribute, dotted from that
+    module (``"cfg.weights"`` for a field of an object it holds; ``""`` for a tensor made in
+    the pass). ``mode`` is the mode the pass that found it ran the model in: ``"train"`` or
+    ``"eval"``. ``dtype``, ``shape`` and ``device`` describe the tensor as the model given has it
+    (``device`` is ``"cpu"`` for a tensor left on the default device); ``reason`` says what the
+    operation does with it. The device row and the dtype row of one site share one ``fix``.
     """
 
     kind: Kind
@@ -49,6 +52,10 @@ class ForwardFinding:
     class_name: str
     module_path: str
     mode: ModeName
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+    device: str = ""
+    reason: str = ""
 
     def __str__(self) -> str:
         template = STORED_FINDING if self.kind == "stored" else FORWARD_FINDING

@@ -1,4 +1,9 @@
-"""What each forward finding says: the fix, in the names the code at the finding's line has.
+"""What each forward finding says: one fix per site, in the names the code at the site has.
+
+The passes record what they see (``Record``: a kind of stray, the site it came from, the
+operation that met it); ``finish`` turns the records into ``ForwardFinding``s, with one fix per
+site, whatever kinds it was found for: a plain attribute gets its attribute's fix on the device
+row and the dtype row alike, a ``torch.rand`` that is both gets ``torch.rand_like(x)`` on both.
 
 A fix names a tensor whose device (or dtype) to use: ``device=x.device``. The name is the one the
 code that made the stray has for it: a local of that frame (``x``), else a parameter or buffer of
@@ -9,8 +14,9 @@ called a constant.
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import linecache
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -18,120 +24,209 @@ from torch import nn
 from .._audit import Finding
 from .._messages.audits import (
     FIX_ATTRIBUTE,
+    FIX_CAST,
+    FIX_CAST_BACK,
     FIX_COPIED_BACK,
     FIX_CREATED,
     FIX_CREATED_SHAPED,
+    FIX_DEVICE_ATTRIBUTE,
+    FIX_DTYPE,
+    FIX_DTYPE_WRITTEN,
     FIX_ENTERED,
+    FIX_HELD,
+    FIX_MOVED,
     FIX_NO_REFERENCE,
-    FIX_PROMOTES,
-    FIX_RAISES,
+    FIX_NUMPY_CALL,
     FIX_RANDOM,
     FIX_RANDOM_LIKE,
     FIX_STORED,
     FIX_STORED_CONTAINER,
+    WHY_DEVICE,
+    WHY_PROMOTES,
+    WHY_RAISES,
 )
-from .._messages.describe import brief, dtype_name
+from .._messages.describe import dtype_name
 from .._mixin import AutoRegisterMixin
 from .finding import ForwardFinding, Kind, ModeName
-from .rules import STAND_IN
 from .sites import Site
 
-__all__ = ["stored_fix", "stray_finding"]
+__all__ = ["Record", "Records", "finish", "record", "stored_fix"]
 
 
-def stray_finding(
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A stray as a pass saw it: ``kind``, the ``site`` it came from, its dtype and shape, and
+    ``op``, the first operation that met it, at ``op_line``; ``ref``: the name the code at the
+    site has for a tensor of the model; ``low``: the pass's dtype; ``result``: the dtype ``op``
+    promoted to (``None`` when it raised, or would on CUDA)."""
+
+    kind: Kind
+    site: Site
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    op: str
+    op_line: tuple[str, int]
+    ref: str
+    low: torch.dtype | None
+    result: torch.dtype | None
+    mode: ModeName
+    host: bool  # the tensor was on the default device when the operation met it
+
+
+Records = dict[tuple[object, ...], Record]
+
+
+def record(
     kind: Kind,
     site: Site,
     tensor: torch.Tensor,
     op: str,
     op_line: tuple[str, int],
-    candidates: list[torch.Tensor],
+    model: list[torch.Tensor],
+    follows: Callable[[torch.Tensor], bool],
     low: torch.dtype | None,
     result: torch.dtype | None,
     mode: ModeName,
-) -> ForwardFinding:
-    """The finding for ``tensor``, from ``site``, that ``op`` mixed in at ``op_line`` next to
-    ``candidates`` (in ``low``); ``result``: the dtype ``op`` promoted to, ``None`` when it
-    raised (or would on CUDA)."""
-    if kind == "device":
-        ref = reference(site, candidates, None)
-        fix = device_fix(site, ref) if ref else FIX_NO_REFERENCE.format(what="device")
-    else:
-        ref = reference(site, candidates, low)
-        fix = dtype_fix(ref, op, tensor.dtype, low, result) if ref else ""
-        fix = fix or FIX_NO_REFERENCE.format(what="dtype")
+) -> Record:
+    """The record of ``tensor``, from ``site``, that ``op`` met at ``op_line`` next to ``model``
+    (tensors of the model); ``follows`` tells a tensor of the model."""
+    ref = reference(site, model, follows, low if kind == "dtype" else None)
+    shape = tuple(tensor.shape)
+    host = not follows(tensor)
+    return Record(kind, site, tensor.dtype, shape, op, op_line, ref, low, result, mode, host)
+
+
+def finish(records: Records, device: str) -> list[ForwardFinding]:
+    """The findings of ``records``, in order, each site with one fix for all its kinds;
+    ``device`` is where the model given is (how tensors that follow it are described)."""
+    by_site: dict[tuple[object, ...], list[Record]] = {}
+    for entry in records.values():
+        by_site.setdefault(entry.site.key, []).append(entry)
+    fixes = {key: _fix(group) for key, group in by_site.items()}
+    return [_finding(entry, fixes[entry.site.key], device) for entry in records.values()]
+
+
+def _finding(entry: Record, fix: str, device: str) -> ForwardFinding:
+    site = entry.site
+    where = "cpu" if entry.host else device
+    shape = ", ".join(map(str, entry.shape))
+    tensor = f"{dtype_name(entry.dtype)}[{shape}]" + (" cpu" if entry.host else "")
+    attribute = site.attribute
     return ForwardFinding(
-        kind=kind,
+        kind=entry.kind,
         filename=site.filename,
         lineno=site.lineno,
         source=linecache.getline(site.filename, site.lineno).strip(),
-        op=op,
-        op_filename=op_line[0],
-        op_lineno=op_line[1],
-        tensor=brief(tensor),
+        op=entry.op,
+        op_filename=entry.op_line[0],
+        op_lineno=entry.op_line[1],
+        tensor=tensor,
         entered=site.entered,
         fix=fix,
-        attribute="",
+        attribute=_relative(attribute.path, site.module_path) if attribute else "",
         class_name=site.class_name,
         module_path=site.module_path,
-        mode=mode,
+        mode=entry.mode,
+        dtype=dtype_name(entry.dtype),
+        shape=entry.shape,
+        device=where,
+        reason=_why(entry),
     )
 
 
-def reference(site: Site, candidates: list[torch.Tensor], dtype: torch.dtype | None) -> str:
-    """The name the code at ``site`` has for a tensor on the model's device (in ``dtype``): one
-    of ``candidates`` (the operation's) if it names one, else any it names; ``""`` if none."""
-
-    def fits(tensor: torch.Tensor) -> bool:
-        return tensor.device.type == STAND_IN.type and dtype in (None, tensor.dtype)
-
-    named = [(name, t) for name, t in site.refs if fits(t)]
-    members = [(f"self.{name}", t) for name, t in _state(site.owner) if fits(t)]
-    wanted = {id(t) for t in candidates}
-    for name, tensor in itertools.chain(named, members):
-        if id(tensor) in wanted:
-            return name
-    return next((name for name, _ in itertools.chain(named, members)), "")
+def _why(entry: Record) -> str:
+    if entry.kind == "device":
+        return WHY_DEVICE.format(op=entry.op)
+    names = {"op": entry.op, "stray": dtype_name(entry.dtype), "low": dtype_name(entry.low)}
+    if entry.result is None:
+        return WHY_RAISES.format(**names)
+    return WHY_PROMOTES.format(**names, result=dtype_name(entry.result))
 
 
-def device_fix(site: Site, ref: str) -> str:
-    """How to make the tensor ``site`` made (or let in) on the device of ``ref``."""
+def _fix(group: list[Record]) -> str:
+    """One fix for a site, whatever kinds it was found for."""
+    site = group[0].site
+    kinds = {entry.kind for entry in group}
+    ref = next((entry.ref for entry in group if entry.ref), "")
+    if site.origin == "numpy":
+        return FIX_NUMPY_CALL
     if site.attribute is not None:
-        return FIX_ATTRIBUTE.format(path=site.attribute.path, fix=site.attribute.fix)
-    if site.copied_back:
-        return FIX_COPIED_BACK.format(ref=ref)
+        path = _relative(site.attribute.path, site.module_path)
+        if site.attribute.kind == "tensor":
+            return FIX_ATTRIBUTE.format(path=path, fix=site.attribute.fix)
+        return FIX_HELD.format(path=path, fix=site.attribute.fix)
+    if not ref:
+        what = "device" if "device" in kinds else "dtype"
+        return FIX_NO_REFERENCE.format(what=what)
     if site.entered:
         return FIX_ENTERED.format(ref=ref)
+    if site.copied_back:
+        return FIX_COPIED_BACK.format(ref=ref)
+    both = f"device={ref}.device" + (f", dtype={ref}.dtype" if "dtype" in kinds else "")
+    if site.device_attribute:
+        return FIX_DEVICE_ATTRIBUTE.format(attribute=site.device_attribute, fix=both)
+    if site.origin == "moved":
+        return FIX_MOVED.format(ref=ref)
+    if site.origin == "cast":
+        entry = next(e for e in group if e.kind == "dtype")
+        template = FIX_CAST_BACK if site.island else FIX_CAST
+        return template.format(ref=ref, op=entry.op, stray=dtype_name(entry.dtype))
+    if kinds == {"dtype"}:
+        return (FIX_DTYPE_WRITTEN if site.written else FIX_DTYPE).format(ref=ref)
     if site.random in ("rand", "randn"):
-        return FIX_RANDOM_LIKE.format(ref=ref, op=site.random)
+        return FIX_RANDOM_LIKE.format(fix=both, ref=ref, op=site.random)
     if site.random:
-        return FIX_RANDOM.format(ref=ref)
-    return (FIX_CREATED_SHAPED if site.shaped else FIX_CREATED).format(ref=ref)
+        return FIX_RANDOM.format(fix=both, ref=ref)
+    return (FIX_CREATED_SHAPED if site.shaped else FIX_CREATED).format(fix=both, ref=ref)
 
 
-def dtype_fix(
-    ref: str, op: str, stray: torch.dtype, low: torch.dtype | None, result: torch.dtype | None
+def _relative(path: str, module_path: str) -> str:
+    """``path`` (dotted from the audited model) from the module at ``module_path``."""
+    return path[len(module_path) + 1 :] if module_path and path.startswith(module_path) else path
+
+
+def reference(
+    site: Site,
+    candidates: list[torch.Tensor],
+    follows: Callable[[torch.Tensor], bool],
+    dtype: torch.dtype | None,
 ) -> str:
-    """How to give a tensor of dtype ``stray`` that met ``op`` in ``low`` the dtype of ``ref``;
-    ``result`` is the dtype ``op`` promoted to, ``None`` when it raised (or would on CUDA)."""
-    names = {"ref": ref, "op": op, "stray": dtype_name(stray), "low": dtype_name(low)}
-    if result is None:
-        return FIX_RAISES.format(**names)
-    return FIX_PROMOTES.format(**names, result=dtype_name(result))
+    """The name the code at ``site`` has for a tensor of the model (in ``dtype``): a local of
+    that code (one of ``candidates``, the operation's, if it names one), else a parameter or
+    buffer of its module (the same way); ``""`` if none."""
+
+    def fits(tensor: torch.Tensor) -> bool:
+        return follows(tensor) and dtype in (None, tensor.dtype)
+
+    wanted = {id(t) for t in candidates}
+    named = [(name, t) for name, t in site.refs if fits(t)]
+    members = [(f"self{_python(name)}", t) for name, t in _named_state(site.owner) if fits(t)]
+    for group in (named, members):  # a local of that code first, then its module's state
+        for name, tensor in group:
+            if id(tensor) in wanted:
+                return name
+        if group:
+            return group[0][0]
+    return ""
+
+
+def _python(name: str) -> str:
+    """A parameter's dotted name as Python reads it: ``.emb[1].bias`` for ``emb.1.bias``."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in name.split("."))
 
 
 def stored_fix(holder: nn.Module, finding: Finding) -> str:
     """The fix for a tensor forward stored on ``holder``, where ``.to()`` leaves it."""
     tensor, value = finding.tensor, holder.__dict__.get(finding.attribute)
-    if tensor.requires_grad or isinstance(holder, AutoRegisterMixin):
-        return finding.fix  # an autograd result, a weight, a name autoreg cannot carry
+    if (tensor.requires_grad and tensor.is_leaf) or isinstance(holder, AutoRegisterMixin):
+        return finding.fix  # a weight, or a name autoreg cannot carry
     if value is tensor:
         return FIX_STORED.format(name=finding.attribute)
     kind = "dict" if isinstance(value, dict) else "list"
     return FIX_STORED_CONTAINER.format(kind=kind)
 
 
-def _state(module: nn.Module | None) -> list[tuple[str, torch.Tensor]]:
+def _named_state(module: nn.Module | None) -> list[tuple[str, torch.Tensor]]:
     if module is None:
         return []
     return [*module.named_parameters(), *module.named_buffers()]

@@ -9,12 +9,14 @@ ones it writes to, and run it with some of them replaced.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 __all__ = [
+    "CASTS",
     "CPU_OK",
     "LIFTS",
     "MIXED_OK",
@@ -22,10 +24,12 @@ __all__ = [
     "READS",
     "STAND_IN",
     "cast",
+    "floating",
     "invoke",
     "keeps_dtype",
     "left_behind",
     "named_tensors",
+    "run",
     "target_device",
     "tensors_in",
     "writes_self",
@@ -58,6 +62,8 @@ MIXED_OK: Final = frozenset(
     {
         "copy_",
         "_to_copy",
+        "to",
+        "type_as",
         "native_layer_norm",
         "layer_norm",
         "native_batch_norm",
@@ -71,6 +77,8 @@ MIXED_OK: Final = frozenset(
         "_fused_rms_norm",
     }
 )
+CASTS: Final = frozenset({"_to_copy", "to", "type_as"})  # type_as and to: as inference mode sees
+_NO_HALF_KERNEL: Final = re.compile(r"not implemented for '(BFloat16|Half)'")
 RANDOM: Final = frozenset({"rand", "randn", "randint", "randperm", "normal", "bernoulli"})
 LIFTS: Final = frozenset({"lift_fresh", "lift_fresh_copy", "lift"})  # torch.tensor(data)
 READS: Final = frozenset({"_local_scalar_dense", "is_nonzero", "equal"})  # to Python values
@@ -110,6 +118,32 @@ def invoke(
     return result
 
 
+def run(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], replace: dict[int, torch.Tensor]
+) -> Any:
+    """``invoke``; where the CPU has no kernel for bfloat16 or float16 (CUDA has one), the
+    operation runs in float32 and its floating outputs come back in the half dtype."""
+    try:
+        return invoke(func, args, kwargs, replace)
+    except (NotImplementedError, RuntimeError) as error:
+        match = _NO_HALF_KERNEL.search(str(error))
+        if match is None:
+            raise
+        half = torch.bfloat16 if match[1] == "BFloat16" else torch.float16
+    up = {}
+    for tensor in tensors_in((args, kwargs)):
+        value = replace.get(id(tensor), tensor)
+        if value.dtype == half:
+            up[id(tensor)] = value.float()
+    result = invoke(func, args, kwargs, {**replace, **up})
+    if writes_self(func) and id(args[0]) in up:
+        replace.get(id(args[0]), args[0]).copy_(up[id(args[0])])
+        return args[0]
+    return tree_map_only(
+        torch.Tensor, lambda t: t.to(half) if t.dtype == torch.float32 else t, result
+    )
+
+
 def written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
     """The tensors ``func`` writes to: ``self`` of an in-place operation, ``out=``."""
     written: list[torch.Tensor] = []
@@ -134,6 +168,11 @@ def cast(
     for tensor in tensors:
         cast[id(tensor)] = replace.get(id(tensor), tensor).to(dtype)
     return cast
+
+
+def floating(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` holds floating or complex values: the dtypes ``.to(dtype)`` converts."""
+    return tensor.is_floating_point() or tensor.is_complex()
 
 
 def keeps_dtype(func: Any, args: tuple[Any, ...], low: torch.dtype) -> bool:

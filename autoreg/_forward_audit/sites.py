@@ -1,17 +1,18 @@
 """Call-site bookkeeping: where each tensor of the pass came from, as the user's line.
 
-A tensor an operation makes from nothing (a factory, lifted data, a copy back to the CPU) gets a
-``Site``: the user's line that made it and the module whose code that is. A CPU tensor the pass
-meets without one was made before ``forward`` (a global, a config object, a plain attribute):
-it gets a ``Site`` where it entered. What an operation computes inherits the sites of its
-inputs. ``ByTensor`` keeps such facts by tensor identity without keeping tensors alive.
+A tensor an operation makes from nothing (a factory, lifted data, a copy back to the CPU) or that
+the code casts gets a ``Site``: the user's line that made it, the module whose code that is, the
+dtype it made. A CPU tensor the pass meets without a tag was made before ``forward`` (a global, a
+config object, a plain attribute): it gets a ``Site`` where it entered. What an operation
+computes inherits the sites of its inputs. ``ByTensor`` keeps a fact by tensor identity without
+keeping the tensor alive.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, Final, Generic, TypeVar
 
@@ -33,10 +34,11 @@ MAX_SITES: Final = 8  # the sites one tensor remembers: a tensor mixed from more
 class Site:
     """Where a tensor of the pass came from: made at ``filename:lineno``, or entered there.
 
-    ``class_name`` and ``module_path`` name the module whose code that is; ``origin`` says what
-    made it there (the factory, ``"entered"``, ``"copied back"``), so that two tensors of one line
-    are two sites. ``refs`` are the tensors the code there names (its locals) and ``owner`` the
-    module that is its ``self``: the names a fix can use.
+    ``class_name`` and ``module_path`` name the module whose code that is (for a plain attribute:
+    the module that holds it); ``origin`` says what made it there (the factory, ``"cast"``,
+    ``"entered"``, ``"copied back"``), so that two tensors of one line are two sites. ``refs`` are
+    the tensors the code there names (its locals) and ``owner`` the module that is its ``self``:
+    the names a fix can use. ``dtype`` is the dtype the tensor had when it was made there.
     """
 
     filename: str
@@ -44,26 +46,35 @@ class Site:
     class_name: str
     module_path: str
     origin: str
+    dtype: torch.dtype | None = None
     refs: tuple[tuple[str, torch.Tensor], ...] = ()
     owner: nn.Module | None = None
+    host: bool = False  # made on the default device: it stays there when the model moves
     entered: bool = False  # made before forward: a global, a closure's, a plain attribute
-    typed: bool = False  # its dtype was written in the code: not a dtype stray
-    copied_back: bool = False  # a copy of a stand-in tensor to the CPU
+    island: bool = False  # a cast of the model's own floating values: precision on purpose
+    internal: bool = False  # a cast inside an operation (sdpa, autocast): torch's, not a stray
+    copied_back: bool = False  # a copy of the model's values to the CPU
     random: str = ""  # the random factory that drew it: new at every call, no constant
     shaped: bool = False  # one of its dimensions is one of the inputs': not the same every call
+    written: bool = False  # its dtype was written in the code (dtype=, .float(), .type(...))
+    device_attribute: str = ""  # made on a device a module keeps in this attribute (self.device)
     attribute: Finding | None = None  # a plain attribute .to() left behind
 
     @property
-    def key(self) -> tuple[str, int, str]:
+    def key(self) -> tuple[str, int | str, str]:
+        """One finding per key and kind: an attribute once, wherever it enters; anything else
+        once per line and origin."""
+        if self.attribute is not None:
+            return "attribute", self.module_path, self.attribute.path
         return self.filename, self.lineno, self.origin
 
 
 def merged(groups: Iterable[tuple[Site, ...] | None]) -> tuple[Site, ...] | None:
     """The sites of all ``groups``, each once, in order (at most ``MAX_SITES``)."""
-    found: dict[tuple[str, int, str, bool], Site] = {}
+    found: dict[tuple[object, ...], Site] = {}
     for group in groups:
         for site in group or ():
-            found.setdefault((*site.key, site.typed), site)
+            found.setdefault((*site.key, site.dtype, site.island), site)
     return tuple(found.values())[:MAX_SITES] or None
 
 
@@ -86,9 +97,10 @@ class ByTensor(Generic[_V]):
         return tensor in self._map
 
 
-def call(twin: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The forward call; the boundary where the search for the user's line stops."""
-    return twin(*args, **kwargs)
+def call(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The audited call (the copy's forward, or the step given the copy); the boundary where the
+    search for the user's line stops."""
+    return run(*args, **kwargs)
 
 
 def user_frame(frame: FrameType | None) -> FrameType | None:
@@ -126,18 +138,20 @@ class Lines:
         """The user's line: the innermost frame outside torch and autoreg."""
         return user_line(sys._getframe(1))
 
-    def site(self, origin: str, **flags: Any) -> Site:
+    def site(self, origin: str, holder: tuple[str, str] | None = None, **flags: Any) -> Site:
         """A ``Site`` at the user's line, with the module whose code it is: the nearest ``self``
-        on the stack that is a module of the copy (the model itself when none is)."""
+        on the stack that is a module of the copy (the model itself when none is); ``holder``:
+        the path and class of the module that holds a plain attribute, named instead."""
         here = sys._getframe(1)
         frame = user_frame(here)
         if frame is None:  # torch's own module
-            return Site(*user_line(here), self.root[1], self.root[0], origin, **flags)
+            path, cls = holder or self.root
+            return Site(*user_line(here), cls, path, origin, **flags)
         local = frame.f_locals
         refs = tuple((n, v) for n, v in local.items() if isinstance(v, torch.Tensor))
         owner = local.get("self") if id(local.get("self")) in self.modules else None
-        path, cls = self.root
-        caller: FrameType | None = frame
+        path, cls = holder or self.root
+        caller: FrameType | None = None if holder else frame
         while caller is not None and caller.f_code is not call.__code__:
             found = self.modules.get(id(caller.f_locals.get("self")))
             if found is not None:
@@ -145,4 +159,4 @@ class Lines:
                 break
             caller = caller.f_back
         filename, lineno = frame.f_code.co_filename, frame.f_lineno
-        return Site(filename, lineno, cls, path, origin, refs, owner, **flags)
+        return Site(filename, lineno, cls, path, origin, refs=refs, owner=owner, **flags)

@@ -21,8 +21,8 @@ from typing import Any
 
 from torch import nn
 
-from .._audit import Finding, locate_unregistered
-from .._messages.describe import brief
+from .._audit import Located, locate_unregistered
+from .._messages.describe import dtype_name
 from .finding import ForwardFinding, ModeName
 from .fixes import stored_fix
 from .sites import ByTensor, user_line
@@ -74,18 +74,20 @@ class StoreWatch:
 def stored_findings(
     twin: nn.Module,
     mode: ModeName,
-    before: dict[int, Finding],
+    before: dict[int, Located],
     lines: dict[tuple[int, str], Line],
     made: ByTensor[Line],
+    device: str,
 ) -> list[tuple[tuple[str | int, ...], ForwardFinding]]:
     """``(key, finding)`` for each tensor the pass stored on ``twin`` where ``.to()`` leaves it:
     what ``find_unregistered`` reports now and did not ``before`` the pass, at the line that
-    stored its attribute (``lines``), else at the line that computed it (``made``)."""
+    stored its attribute (``lines``), else at the line that computed it (``made``); ``device``:
+    where the model given is, and so the tensor it would store."""
     found: list[tuple[tuple[str | int, ...], ForwardFinding]] = []
     for entry in locate_unregistered(twin):
         finding, holder = entry.finding, entry.holder
-        if id(finding.tensor) in before:
-            continue  # there before the pass
+        if id(finding.tensor) in before or finding.kind != "tensor":
+            continue  # there before the pass; or in an object, or an array: no module's store
         line = lines.get((id(holder), finding.attribute)) or made.get(finding.tensor)
         filename, lineno = line or _forward_line(holder)
         key = ("stored", filename, lineno, entry.holder_path, finding.attribute)
@@ -97,13 +99,16 @@ def stored_findings(
             op="",
             op_filename="",
             op_lineno=0,
-            tensor=brief(finding.tensor),
+            tensor=f"{dtype_name(finding.dtype)}{list(finding.shape)}",
             entered=False,
             fix=stored_fix(holder, finding),
             attribute=finding.attribute,
             class_name=finding.class_name,
             module_path=entry.holder_path,
             mode=mode,
+            dtype=dtype_name(finding.dtype),
+            shape=finding.shape,
+            device=device,
         )
         found.append((key, stored))
     return found

@@ -1,11 +1,11 @@
-"""The values of the pass: meta has none, the inputs have theirs.
+"""The values of a pass on a model built on the meta device: meta has none, the inputs have theirs.
 
-What an operation computes from known values alone (``lengths.max()``, a mask of the input) is
-computed on the CPU as well, so that ``.item()``, ``bool(t)``, ``.cpu()`` and shapes that depend on
-values (``x[mask]``) behave as they will. An operation that raises on meta is tried again with one
-such input on the CPU, where the caller keeps it (``pack_padded_sequence`` wants its lengths
-there). Any other value read is a stand-in (``False``, ``1``), and counted: an error after one may
-come from it.
+(A model with values runs on the CPU, and none of this is needed.) What an operation computes
+from known values alone (``lengths.max()``, a mask of the input) is computed on the CPU as well,
+so that ``.item()``, ``bool(t)``, ``.cpu()`` and shapes that depend on values (``x[mask]``)
+behave as they will. An operation that raises on meta is tried again with one such input on the
+CPU, where the caller keeps it (``pack_padded_sequence`` wants its lengths there). Any other value
+read is a stand-in (``False``, ``1``), and counted: an error after one may come from it.
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ FIX_BUFFER: Final = (
     "third-party class: autoreg.register_tensors"
 )
 
+FIX_COMPLEX: Final = (
+    "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
+    "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is used: "
+    ".to(x.device)"
+)
+
 FIX_FRAMEWORK: Final = (
     "kept by the code of a base class without autoreg (nn.Module's rules, row 4): convert it "
     "where it is used, or assign it from {cls}'s own code"
@@ -64,22 +70,40 @@ FIX_MODULE_IN_CONTAINER: Final = (
     "parameters()"
 )
 
+FIX_IN_OBJECT: Final = (
+    "a tensor inside a {holder} object, which .to() never reaches: keep it on the module instead "
+    "(a buffer, or an attribute of an autoreg.Module), and read it from there"
+)
+
+FIX_NUMPY: Final = (
+    "a numpy array, which .to() never moves: make it a tensor (torch.as_tensor) kept as a buffer, "
+    "and use that in forward"
+)
+
 FIX_CONTAINER_PARAMETERS: Final = (
     "nn.{container} if these are weights to train; if not, .detach() them"
 )
 
 # --- audit_forward: the fix each finding suggests, and why a pass stops --------------------------
 
-FIX_RANDOM: Final = "device={ref}.device (or .to({ref}))"
+FIX_RANDOM: Final = "{fix} (or .to({ref}))"
 
-FIX_RANDOM_LIKE: Final = "device={ref}.device (or torch.{op}_like({ref}) for {ref}'s shape)"
+FIX_RANDOM_LIKE: Final = "{fix} (or torch.{op}_like({ref}) for {ref}'s shape)"
 
 FIX_CREATED: Final = (
-    "device={ref}.device (or .to({ref})); if it is the same at every call, make it once in "
-    "__init__ as a buffer (autoreg.Module registers it)"
+    "{fix} (or .to({ref})); if it is the same at every call, make it once in __init__ as a "
+    "buffer (autoreg.Module registers it)"
 )
 
-FIX_CREATED_SHAPED: Final = "device={ref}.device (or .to({ref}))"
+FIX_CREATED_SHAPED: Final = "{fix} (or .to({ref}))"
+
+FIX_DTYPE: Final = "dtype={ref}.dtype (or .to({ref}))"
+
+FIX_DTYPE_WRITTEN: Final = "dtype={ref}.dtype, not the dtype written here (or .to({ref}))"
+
+FIX_CAST: Final = "cast to {ref}.dtype, not to {stray}: .to({ref}.dtype)"
+
+FIX_CAST_BACK: Final = "cast it back before {op}: .type_as({ref})"
 
 FIX_NO_REFERENCE: Final = (
     "{what}= that of the model: the code here holds none of its tensors, so pass it one (t) "
@@ -91,15 +115,27 @@ FIX_ENTERED: Final = (
     "(autoreg.Module registers it), or .to({ref}) here"
 )
 
-FIX_COPIED_BACK: Final = "keep it on the device: no .cpu() / .numpy() round trip, or .to({ref})"
+FIX_COPIED_BACK: Final = (
+    "keep it on the model's device: no .cpu() / .numpy() round trip, or .to({ref})"
+)
+
+FIX_MOVED: Final = ".to({ref}), which gives it the dtype of {ref} too, not only its device"
+
+FIX_NUMPY_CALL: Final = ".cpu() before .numpy(): .numpy() refuses a tensor on a GPU"
+
+FIX_DEVICE_ATTRIBUTE: Final = (
+    "{attribute} is the device the model was built on, which .to() does not change: {fix}"
+)
 
 FIX_ATTRIBUTE: Final = "{path} is a plain attribute .to() leaves behind: {fix}"
 
-FIX_PROMOTES: Final = (
-    "dtype={ref}.dtype (or .to({ref})): this {stray} tensor turns {op} on {low} into {result}"
-)
+FIX_HELD: Final = "{path} is left behind by .to(): {fix}"
 
-FIX_RAISES: Final = "dtype={ref}.dtype (or .to({ref})): {op} rejects {stray} next to {low}"
+WHY_DEVICE: Final = "{op} meets it next to the model's tensors"
+
+WHY_PROMOTES: Final = "this {stray} tensor turns {op} on {low} into {result}"
+
+WHY_RAISES: Final = "{op} rejects {stray} next to {low}"
 
 FIX_STORED: Final = (
     "state forward stores where .to() leaves it: subclass autoreg.Module (it carries it), or "
@@ -147,24 +183,39 @@ CANNOT_COPY_INPUTS: Final = """\
 audit_forward() cannot deep-copy the inputs: {error}
 The audit runs on copies, so that the inputs given are left as they were."""
 
-FORWARD_RAISED: Final = """\
-the forward of {cls} raised on the meta device, at {where}: {error}
-The audit runs one forward on meta, which has no values: an operation meta cannot run \
-(nonzero, a shape that depends on values) stops it. {found}"""
+THE_FORWARD_OF: Final = "the forward of {cls}"
 
-FORWARD_RAISED_GUESSED: Final = """\
-the forward of {cls} raised on the meta device, at {where}: {error}
-The audit runs one forward on meta, which has no values: the forward read {guessed} value(s) \
-it could not compute from the inputs alone, and got stand-ins (False, 1), which may be why. \
-{found}"""
+STEP_OF: Final = "the step {step} of {cls}"
 
 FORWARD_OWN_ERROR: Final = """\
-the forward of {cls} raised at {where}: {error}
-This is an error of the forward itself, not a gap of the audit: it raises on the CPU with real \
-values too. Check the inputs given (their number, shapes and dtypes) and the code at that line, \
-then audit again. {found}"""
+{what} raises at {where}: {error}
+It raises on the CPU without the audit too (checked): an error of the model or of its inputs, \
+not of the audit. Check the inputs given (their number, shapes and dtypes) and the code at that \
+line, then audit again. {found}"""
+
+FORWARD_AUDIT_LIMIT: Final = """\
+the audit cannot follow {what} at {where}: {error}
+Without the audit, it runs on the CPU (checked): a limit of the audit, not an error of the model; \
+please report it. {found}"""
+
+FORWARD_RAISED_META: Final = """\
+{what} raised at {where}: {error}
+{cls} is on the meta device, which has no values: an operation that needs them (nonzero, a \
+shape that depends on values) stops the audit there. Build the model on the CPU to audit it \
+with its values. {found}"""
+
+FORWARD_RAISED_META_GUESSED: Final = """\
+{what} raised at {where}: {error}
+{cls} is on the meta device, which has no values: the forward read {guessed} value(s) it could \
+not compute from the inputs alone, and got stand-ins (False, 1), which may be why. Build the \
+model on the CPU to audit it with its values. {found}"""
 
 LOW_PRECISION_RAISED: Final = """\
-the forward of {cls} raised once converted to {low}, at {where}: {error}
-If {cls} does not run in {low}, skip the dtype pass: audit_forward(..., low_precision=None). \
-{found}"""
+{what} raises once converted to {low}, at {where}: {error}
+It does without the audit too (checked), on the CPU. If {cls} does not run in {low}, skip the \
+dtype pass: audit_forward(..., low_precision=None). {found}"""
+
+LOW_PRECISION_LIMIT: Final = """\
+the audit cannot follow {what} once converted to {low}, at {where}: {error}
+Without the audit, it runs in {low} on the CPU (checked): a limit of the audit; please report \
+it. To audit the rest, skip the dtype pass: audit_forward(..., low_precision=None). {found}"""

@@ -12,7 +12,9 @@ AUDIT_HELP: Final = "list the tensors of a model that .to() would leave behind"
 
 AUDIT_DESCRIPTION: Final = (
     "Build the model that TARGET names and list every tensor reachable from it that .to() would "
-    "leave behind, with a fix for each. Exit status: 0 clean, 1 findings, 2 usage error."
+    "leave behind, with a fix for each. Exit status: 0 when everything was audited and nothing "
+    "found, 1 when something was found or could not be audited, 2 for a usage error or a target "
+    "that cannot be built."
 )
 
 AUDIT_TARGET_HELP: Final = (
@@ -23,18 +25,22 @@ AUDIT_TARGET_HELP: Final = (
 AUDIT_JSON_HELP: Final = "print the findings as JSON, every field in full"
 
 AUDIT_FORWARD_HELP: Final = (
-    "also run one forward pass on the meta device and list the tensors it makes, takes or "
-    "stores that stay behind when the model moves; TARGET then returns (model, args) or "
-    "(model, args, kwargs)"
+    "also run one forward pass (on the CPU) and list the tensors it makes, takes or stores that "
+    "stay behind when the model moves; TARGET then returns (model, args) or (model, args, kwargs)"
+)
+
+AUDIT_STEP_HELP: Final = (
+    "package.module:function - audit function(model, *args, **kwargs) instead of the forward: "
+    "a loss, or a training step that makes its own optimizer (implies --forward)"
 )
 
 AUDIT_MODE_HELP: Final = (
-    "with --forward: run the forward in {mode} mode (default: the mode the model is in; "
+    "with --forward or --step: run the model in {mode} mode (default: the mode the model is in; "
     "--train --eval: both, in turn)"
 )
 
 MODE_WITHOUT_FORWARD: Final = (
-    "--train and --eval choose the mode of the forward pass: add --forward"
+    "--train and --eval choose the mode of the forward pass: add --forward (or --step)"
 )
 
 MALFORMED: Final = """\
@@ -56,6 +62,8 @@ NOT_CALLABLE: Final = (
     "{target} is {value}: expected a module class or a function returning a module"
 )
 
+NOT_A_FUNCTION: Final = "{target} is {value}: --step expects a function, called as f(model, *args)"
+
 FACTORY_RAISED: Final = "{target}() raised {error}"
 
 NOT_A_FORWARD: Final = (
@@ -69,12 +77,28 @@ CLEAN: Final = "Nothing in {cls} would be left behind by .to()."
 
 SUMMARY: Final = "{count} {tensors} in {cls} would be left behind by .to()."
 
-FORWARD_CLEAN: Final = "Nothing in the forward of {cls} ({mode} mode) stays behind when it moves."
+SUMMARY_IN: Final = "{count} {tensors} in {inner}, in {cls}, would be left behind by .to()."
+
+SUMMARY_CLASSES: Final = (
+    "{count} {tensors} in {classes} classes of {cls} would be left behind by .to()."
+)
+
+MORE: Final = " (+{count})"  # the same attribute in more instances of its class
+
+FIX_LINE: Final = "fix: {fix}"
+
+FIX_LINE_FOR: Final = "fix ({names}): {fix}"
+
+SEE_ABOVE: Final = "{cls}.{attribute} is left behind by .to(): its fix is above"
+
+FORWARD_CLEAN: Final = "Nothing in {what} ({mode} mode) stays behind when it moves."
 
 FORWARD_SUMMARY: Final = (
-    "{count} {strays} in the forward of {cls} ({mode} mode): tensors it makes, takes or stores "
-    "that stay behind when the model moves."
+    "{count} {strays} in {what} ({mode} mode): tensors it makes, takes or stores that stay "
+    "behind when the model moves."
 )
+
+NOT_AUDITED: Final = "Not audited: {reason}"
 
 FACTORY_NOT_A_MODULE: Final = "{target}() returned {value}, not an nn.Module"
 

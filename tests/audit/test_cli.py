@@ -1,4 +1,4 @@
-"""``python -m autoreg audit``: a table (or JSON) of findings; exit 0 clean, 1 findings, 2 usage."""
+"""``python -m autoreg audit``: findings by class (or JSON); exit 0 clean, 1 findings, 2 usage."""
 
 from __future__ import annotations
 
@@ -63,14 +63,15 @@ NOT_CALLABLE = 3
 RAISES_LINE = MODELS.splitlines().index('    raise RuntimeError("no GPU here")') + 1
 
 LEAKY_TABLE = """\
-PATH         CLASS  TENSOR                        FIX
-mask         Leaky  bool[2, 2] cpu                subclass autoreg.Module or register_buffer('mask',
-                                                  ..., persistent=False); third-party class:
-                                                  autoreg.register_tensors
-anchors[0]   Leaky  float32[3] cpu                autoreg.BufferList(...), or subclass
-                                                  autoreg.Module (it carries the list)
-temperature  Leaky  float32[] cpu, requires grad  nn.Parameter(...) if it is a weight to train; if
-                                                  not, requires_grad=False or .detach()
+PATH         CLASS  TENSOR
+mask         Leaky  bool[2, 2] cpu
+anchors[0]   Leaky  float32[3] cpu
+temperature  Leaky  float32[] cpu, requires grad
+  fix (mask): subclass autoreg.Module or register_buffer('mask', ..., persistent=False); third-party
+    class: autoreg.register_tensors
+  fix (anchors): autoreg.BufferList(...), or subclass autoreg.Module (it carries the list)
+  fix (temperature): nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or
+    .detach()
 
 3 tensors in Leaky would be left behind by .to().
 """
@@ -228,6 +229,7 @@ def test_json_for_machines(importable: Path, capsys: pytest.CaptureFixture[str])
     ]
     assert report["findings"][0] == {
         "path": "mask",
+        "kind": "tensor",
         "class": "Leaky",
         "attribute": "mask",
         "shape": [2, 2],
@@ -264,5 +266,8 @@ def test_the_usage_message_documents_the_exit_statuses(capsys: pytest.CaptureFix
         main(["audit", "--help"])
     assert caught.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "Exit status: 0 clean, 1 findings, 2 usage error." in out
+    assert (
+        "Exit status: 0 when everything was audited and nothing found, 1 when something was "
+        "found or could not be audited, 2 for a usage error or a target that cannot be built."
+    ) in out
     assert "package.module:factory" in out

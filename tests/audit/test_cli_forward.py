@@ -1,4 +1,9 @@
-"""``python -m autoreg audit TARGET --forward``: both audits; same exit statuses, tables, JSON."""
+"""``python -m autoreg audit TARGET --forward`` (or ``--step``): both audits, one report.
+
+Exit status: 0 when everything was audited and nothing found; 1 when something was found or
+could not be audited (a forward that raises still gets its attribute audit, and one line saying
+why the forward was not audited); 2 for a usage error or a target that cannot be built.
+"""
 
 from __future__ import annotations
 
@@ -42,6 +47,42 @@ class Selects(nn.Module):
         return y[y > 0]
 
 
+class Broken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.ones(3)
+
+    def forward(self, x):
+        return x.reshpe(-1)
+
+
+class Weighted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def train_step(model, x, y):
+    weight = torch.tensor([1.0, 3.0])
+    loss = nn.functional.cross_entropy(model(x), y, weight=weight)
+    loss.backward()
+    return loss
+
+
+def weighted():
+    return Weighted(), (torch.ones(3, 4), torch.tensor([0, 1, 1]))
+
+
+def weighted_forward():
+    return Weighted(), (torch.ones(3, 4),)
+
+
+NOT_A_FUNCTION = 3
+
+
 def clean():
     print("building the model")
     return Clean(), (torch.ones(3, 2),)
@@ -59,6 +100,10 @@ def selects():
     return Selects(), (torch.ones(2, 4),)
 
 
+def broken():
+    return Broken(), (torch.ones(2, 4),)
+
+
 def model_only():
     return Clean()
 
@@ -71,7 +116,8 @@ instance = Clean()
 """
 
 POSITIONS_LINE = MODELS.splitlines().index("        positions = torch.arange(x.shape[-1])") + 1
-SELECTS_LINE = MODELS.splitlines().index("        return y[y > 0]") + 1
+BROKEN_LINE = MODELS.splitlines().index("        return x.reshpe(-1)") + 1
+LOSS_LINE = MODELS.splitlines().index("    weight = torch.tensor([1.0, 3.0])") + 1
 
 
 @pytest.fixture(scope="module")
@@ -82,22 +128,30 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 # --- in a subprocess: the motivating Net, and a clean model ---------------------------------------
 
 
-def test_the_net_example_exits_1_with_both_tables() -> None:
+def test_the_net_example_exits_1_with_both_audits_each_fix_said_once() -> None:
     result = run_cli(ROOT, "audit", "examples.net:example", "--forward")
     assert (result.returncode, result.stderr) == (1, "")
     source = (ROOT / "examples" / "net.py").read_text().splitlines()
     line = next(n for n, text in enumerate(source, 1) if "x = torch.rand(2, 3)" in text)
-    tables = result.stdout.split("\n\n")
-    assert tables[0].splitlines()[1].startswith("w3    Net    float32[2, 3] cpu  ")
-    assert tables[1] == "1 tensor in Net would be left behind by .to()."
-    rows = [row for row in tables[2].splitlines() if not row.startswith(" ")]  # fixes wrap
-    assert rows[0].split() == ["WHERE", "KIND", "TENSOR", "OP", "FIX"]
-    assert rows[1].startswith(f"examples/net.py:{line}  device  float32[2, 3] cpu  add (line ")
-    assert rows[2].startswith(f"examples/net.py:{line}  dtype   float32[2, 3] cpu  add (line ")
-    assert " ".join(tables[3].split()) == (
-        "2 strays in the forward of Net (train mode): tensors it makes, takes or stores that stay "
-        "behind when the model moves."
+    assert result.stdout == (
+        "PATH  CLASS  TENSOR\n"
+        "w3    Net    float32[2, 3] cpu\n"
+        "  fix: subclass autoreg.Module or register_buffer('w3', ..., persistent=False); "
+        "third-party class:\n"
+        "    autoreg.register_tensors\n"
+        "\n"
+        "1 tensor in Net would be left behind by .to().\n"
+        "\n"
+        "WHERE               KIND           TENSOR             OP\n"
+        f"examples/net.py:{line}  device, dtype  float32[2, 3] cpu  add (line {line + 1})\n"
+        "  fix: device=self.w1.device, dtype=self.w1.dtype (or torch.rand_like(self.w1) for "
+        "self.w1's shape)\n"
+        "\n"
+        "1 stray in the forward of Net (train mode): tensors it makes, takes or stores that stay "
+        "behind when\n"
+        "the model moves.\n"
     )
+    assert "meta" not in result.stdout
 
 
 def test_a_clean_forward_exits_0(model_dir: Path) -> None:
@@ -114,8 +168,12 @@ def test_a_clean_forward_exits_0(model_dir: Path) -> None:
 
 @pytest.mark.parametrize(
     ("target", "status"),
-    [("cli_forward_models:clean_with_kwargs", 0), ("cli_forward_models:positions", 1)],
-    ids=["model-args-kwargs", "a-stray"],
+    [
+        ("cli_forward_models:clean_with_kwargs", 0),
+        ("cli_forward_models:positions", 1),
+        ("cli_forward_models:selects", 0),  # y[y > 0]: values, which the audit has
+    ],
+    ids=["model-args-kwargs", "a-stray", "a-shape-from-values"],
 )
 def test_the_factory_returns_model_and_args_and_optionally_kwargs(
     importable: Path, capsys: pytest.CaptureFixture[str], target: str, status: int
@@ -152,7 +210,12 @@ def test_json_adds_the_forward_findings(
         "class_name": "Positions",
         "module_path": "",
         "mode": "train",
+        "dtype": "int64",
+        "shape": [4],
+        "device": "cpu",
+        "reason": "add meets it next to the model's tensors",
     }
+    assert (report["forward_of"], report["not_audited"]) == ("the forward of Positions", None)
     assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not
 
 
@@ -180,13 +243,8 @@ def test_without_forward_the_json_has_no_forward_key(
             "cli_forward_models:args_not_a_sequence",
             r"^cli_forward_models:args_not_a_sequence\(\) returned \(Clean\(",
         ),
-        (
-            "cli_forward_models:selects",
-            r"^cannot audit the forward of cli_forward_models:selects: the forward of Selects "
-            rf"raised on the meta device, at cli_forward_models.py:{SELECTS_LINE}: ",
-        ),
     ],
-    ids=["a-module", "a-module-instance", "args-not-a-sequence", "meta-cannot-run-it"],
+    ids=["a-module", "a-module-instance", "args-not-a-sequence"],
 )
 def test_usage_errors_exit_2(
     importable: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
@@ -200,9 +258,63 @@ def test_usage_errors_exit_2(
     assert re.search(message, err[len(prefix) :], flags=re.MULTILINE)
 
 
-def test_the_usage_message_documents_forward(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_forward_that_raises_keeps_its_attribute_audit_and_exits_1(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "cli_forward_models:broken", "--forward"]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out == (
+        "PATH   CLASS   TENSOR\n"
+        "table  Broken  float32[3] cpu\n"
+        "  fix: subclass autoreg.Module or register_buffer('table', ..., persistent=False); "
+        "third-party\n"
+        "    class: autoreg.register_tensors\n"
+        "\n"
+        "1 tensor in Broken would be left behind by .to().\n"
+        "\n"
+        f"Not audited: the forward of Broken raises at cli_forward_models.py:{BROKEN_LINE}: "
+        "AttributeError: 'Tensor'\n"
+        "object has no attribute 'reshpe'; it raises on the CPU without the audit too (checked)\n"
+    )
+    assert main(["audit", "cli_forward_models:broken", "--forward", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [f["path"] for f in report["findings"]] == ["table"]
+    assert report["forward"] == []
+    assert report["not_audited"].startswith("the forward of Broken raises at ")
+
+
+def test_step_audits_a_training_step_instead_of_the_forward(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["audit", "cli_forward_models:weighted", "--step", "cli_forward_models:train_step"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert f"cli_forward_models.py:{LOSS_LINE}  device, dtype  float32[2] cpu" in out
+    assert "1 stray in the step train_step of Weighted (train mode)" in " ".join(out.split())
+    assert main(["audit", "cli_forward_models:weighted_forward", "--forward"]) == 0  # alone
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ("cli_forward_models:NOT_A_FUNCTION", r"^cli_forward_models:NOT_A_FUNCTION is 3: --step "),
+        ("cli_forward_models:nothing", r"^module 'cli_forward_models' has no attribute 'nothing'"),
+    ],
+    ids=["not-a-function", "missing"],
+)
+def test_a_step_that_is_not_a_function_is_a_usage_error(
+    importable: Path, capsys: pytest.CaptureFixture[str], step: str, message: str
+) -> None:
+    assert main(["audit", "cli_forward_models:weighted", "--step", step]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err.removeprefix("python -m autoreg audit: error: "))
+
+
+def test_the_usage_message_documents_forward_and_step(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["audit", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "--forward also run one forward pass on the meta device" in out
+    assert "--forward also run one forward pass (on the CPU)" in out
     assert "(model, args) or (model, args, kwargs)" in out
+    assert "--step FUNCTION package.module:function - audit function(model, *args, **kwargs)" in out

@@ -10,6 +10,7 @@ line, not in torch or autoreg; a bad ``AUTOREG_MODE`` is one line and exit statu
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -75,6 +76,19 @@ def bad_linear():
 
 def strict():
     return Strict()
+
+
+class Prototypes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.prototypes = [torch.randn(4) for _ in range(3)]
+
+    def forward(self, x):
+        return x @ torch.stack(self.prototypes).T
+
+
+def prototypes():
+    return Prototypes(), (torch.ones(2, 4),)
 """
 
 LINES = MODELS.splitlines()
@@ -130,6 +144,24 @@ def test_the_net_example_fits_80_columns_with_every_fix_in_full(model_dir: Path)
     model, args = net.example()
     findings = autoreg.audit_forward(model, *args)
     assert [f["fix"] for f in report["forward"]] == [f.fix for f in findings]
+
+
+def test_each_fix_is_said_once_for_the_items_of_a_list_and_its_forward_rows(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "cli_output_models:prototypes", "--forward"]) == 1
+    out = capsys.readouterr().out
+    fixes = [line for line in out.splitlines() if line.startswith("  fix")]
+    assert len(fixes) == 2  # once for the attribute, once in the forward's table
+    assert " (+2)  device, dtype  float32[4, 3] cpu  mm" in out
+    assert "  fix: Prototypes.prototypes is left behind by .to(): its fix is above\n" in out
+    model, args = importlib.import_module("cli_output_models").prototypes()
+    report = autoreg.audit_forward(model, *args)
+    assert [f.attribute for f in report if f.kind == "device"] == [
+        "prototypes[0]",
+        "prototypes[1]",
+        "prototypes[2]",
+    ]  # each in the findings (and in --json)
 
 
 # --- a reader that goes away ---------------------------------------------------------------------
@@ -266,7 +298,8 @@ def test_a_mode_without_forward_is_a_usage_error(
 ) -> None:
     assert main(["audit", "cli_output_models:leaky", "--eval"]) == 2
     assert capsys.readouterr().err == (
-        f"{PREFIX}--train and --eval choose the mode of the forward pass: add --forward\n"
+        f"{PREFIX}--train and --eval choose the mode of the forward pass: add --forward (or "
+        "--step)\n"
     )
 
 
@@ -293,3 +326,49 @@ def test_a_subcommand_is_one_module_in_the_list(
     assert capsys.readouterr().out == "hello\n"
     assert main(["hello", "--fail"]) == 2
     assert capsys.readouterr().err == "python -m autoreg hello: error: it failed\n"
+
+
+# --- the user's project is imported first ------------------------------------------------------
+
+USER_EXAMPLES = """\
+import torch
+from torch import nn
+
+
+class Mine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.ones(2)
+
+
+def build():
+    return Mine()
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param([sys.executable, "-m", "autoreg"], id="python-m"),
+        pytest.param([str(Path(sys.executable).parent / "autoreg")], id="console-script"),
+    ],
+)
+def test_a_projects_own_examples_package_is_not_shadowed_by_a_checkout_on_pythonpath(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A clone of autoreg on PYTHONPATH has an ``examples`` package; the project's wins."""
+    package = tmp_path / "examples"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mine.py").write_text(USER_EXAMPLES)
+    result = subprocess.run(
+        [*command, "audit", "examples.mine:build"],
+        cwd=tmp_path,
+        env=environment(),  # PYTHONPATH: the checkout, then an empty entry
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout.splitlines()[1].split() == ["scale", "Mine", "float32[2]", "cpu"]

@@ -390,6 +390,7 @@ def test_a_finding_is_frozen_and_reads_well() -> None:
     )
     assert finding.as_dict() == {
         "path": "mask",
+        "kind": "tensor",
         "class": "Box",
         "attribute": "mask",
         "shape": [2],
@@ -607,3 +608,30 @@ def test_a_dict_not_keyed_by_device_names_is_a_finding_even_if_apply_is_overridd
     module.cache = cache
 
     assert len(autoreg.find_unregistered(module)) == len(cache)
+
+
+# --- complex tensors: a buffer would lose its imaginary part -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "holds",
+    [pytest.param(lambda t: t, id="attribute"), pytest.param(lambda t: [t], id="in-a-list")],
+)
+def test_a_complex_tensor_is_never_told_to_become_a_buffer(holds: Any) -> None:
+    """nn.Module's .to(dtype) casts a complex buffer to the real dtype given, dropping its
+    imaginary part: the fix must not lead there (a rotary table, freqs_cis)."""
+    table = torch.polar(torch.ones(4), torch.arange(4.0))
+    box = Box()
+    box.freqs_cis = holds(table)
+    [finding] = autoreg.find_unregistered(box)
+    assert finding.fix == (
+        "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
+        "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is "
+        "used: .to(x.device)"
+    )
+    buffered = Box()
+    buffered.register_buffer("freqs_cis", table.clone())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Casting complex values to real ..."
+        buffered.to(torch.bfloat16)
+    assert not buffered.freqs_cis.is_complex()  # the reason: nn.Module's rule, as measured

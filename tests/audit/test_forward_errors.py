@@ -1,9 +1,9 @@
-"""Why a forward pass stops: the forward's own error, a gap of the meta device, or stand-ins.
+"""Why a forward pass stops, said truthfully: the forward's own error, or a limit of the audit.
 
-A forward that raises by itself (wrong input shapes, a bug) raises on the CPU with real values
-too: ``audit_forward`` reports it as that error, at the user's line, and does not blame the meta
-device. An operation meta cannot run (a shape that depends on values) is reported as such, and so
-is an error after the pass read values it could only guess.
+The audit runs the forward on the CPU with real values. When the pass stops, the model given is
+run again without the audit: if it raises then too (wrong input shapes, a bug), the error is the
+forward's own, at the user's line; if it runs, the audit could not follow it, and says so. A
+model built on the meta device has no values: an operation that needs them stops the audit there.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from autoreg import ForwardAuditError
 from tests.audit.support import line_of
 
 DIM = 4
-OWN = "This is an error of the forward itself, not a gap of the audit"
-META = "an operation meta cannot run"
+OWN = "It raises on the CPU without the audit too (checked): an error of the model or of its inputs"
+LIMIT = "Without the audit, it runs on the CPU (checked): a limit of the audit"
 
 
 class Linear(nn.Module):
@@ -39,16 +39,25 @@ class Bug(nn.Module):
 
 class DependsOnValues(Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.linear(x)
-        return y[y > 0]  # a shape meta cannot know without the weights' values
+        y = self.linear(x) + torch.ones(x.shape)
+        return y[y > 0]  # a shape that depends on the weights' values
 
 
 class Guesses(Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.linear(x)
-        if not bool((y > 0).any()):  # the weights' values: a stand-in, False
-            raise ValueError("no positive activation")
+        if not bool((y > -1e9).all()):  # the weights' values: on meta, a stand-in (False)
+            raise ValueError("no activation above -1e9")
         return y
+
+
+class SeesTheAudit(Linear):
+    """Runs alone, fails under the audit: stands for whatever the audit cannot follow."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch._C._is_torch_function_mode_enabled():
+            raise RuntimeError("a torch function mode is active")
+        return self.linear(x)
 
 
 def stopped(model: nn.Module, x: torch.Tensor) -> str:
@@ -61,11 +70,11 @@ def test_wrong_input_shapes_are_the_forwards_own_error_at_the_users_line() -> No
     message = stopped(Linear(), torch.ones(2, DIM + 1))
     line = line_of(Linear, "return self.linear(x)")
     assert re.match(
-        rf"the forward of Linear raised at .*test_forward_errors\.py:{line}: RuntimeError: ",
+        rf"the forward of Linear raises at .*test_forward_errors\.py:{line}: RuntimeError: ",
         message,
     )
     assert OWN in message
-    assert META not in message
+    assert "meta" not in message
     with pytest.raises(RuntimeError):  # as on the CPU, with real values
         Linear()(torch.ones(2, DIM + 1))
 
@@ -73,21 +82,39 @@ def test_wrong_input_shapes_are_the_forwards_own_error_at_the_users_line() -> No
 def test_a_bug_in_forward_is_the_forwards_own_error() -> None:
     message = stopped(Bug(), torch.ones(2, DIM))
     assert message.startswith(
-        f"the forward of Bug raised at {__name__.replace('.', '/')}.py:"
+        f"the forward of Bug raises at {__name__.replace('.', '/')}.py:"
         f"{line_of(Bug, 'x.reshpe')}: AttributeError: 'Tensor' object has no attribute 'reshpe'\n"
-        f"{OWN}: it raises on the CPU with real values too."
+        f"{OWN}, not of the audit."
     )
 
 
-def test_a_shape_that_depends_on_values_is_a_gap_of_the_meta_device() -> None:
-    message = stopped(DependsOnValues(), torch.ones(2, DIM))
-    assert "raised on the meta device" in message
-    assert META in message
+def test_a_forward_the_audit_cannot_follow_is_said_to_be_the_audits_limit() -> None:
+    message = stopped(SeesTheAudit(), torch.ones(2, DIM))
+    assert message.startswith("the audit cannot follow the forward of SeesTheAudit at ")
+    assert LIMIT in message
     assert OWN not in message
+
+
+def test_a_shape_that_depends_on_values_is_audited_with_the_values() -> None:
+    """What the meta device could not run (``y[y > 0]``) runs on real values."""
+    [device] = autoreg.audit_forward(DependsOnValues(), torch.ones(2, DIM), low_precision=None)
+    assert device.lineno == line_of(DependsOnValues, "y = self.linear(x) + torch.ones(x.shape)")
+
+
+def test_a_model_built_on_meta_stops_where_values_are_needed_and_says_why() -> None:
+    with torch.device("meta"):
+        model = DependsOnValues()
+    message = stopped(model, torch.ones(2, DIM))
+    assert "DependsOnValues is on the meta device, which has no values" in message
+    assert "Build the model on the CPU to audit it with its values." in message
+    assert "Found before:" in message  # the torch.ones, found before the pass stopped
 
 
 def test_an_error_after_stand_in_values_were_read_says_so() -> None:
-    message = stopped(Guesses(), torch.ones(2, DIM))
-    assert "ValueError: no positive activation" in message
+    with torch.device("meta"):
+        model = Guesses()
+    message = stopped(model, torch.ones(2, DIM))
+    assert "ValueError: no activation above -1e9" in message
     assert "the forward read 1 value(s) it could not compute from the inputs alone" in message
     assert OWN not in message
+    assert autoreg.audit_forward(Guesses(), torch.ones(2, DIM)) == []  # on the CPU: runs

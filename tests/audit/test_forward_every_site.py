@@ -42,7 +42,9 @@ def test_the_plain_attribute_and_the_randn_of_one_line_are_two_findings() -> Non
     ]
     attribute, randn = findings[0], findings[1]
     assert attribute.fix.startswith("noise_std is a plain attribute .to() leaves behind: ")
-    assert randn.fix == "device=x.device (or torch.randn_like(x) for x's shape)"
+    assert findings[2].fix == attribute.fix  # its dtype row: the same fix, not "dtype=x.dtype"
+    assert randn.fix == "device=x.device, dtype=x.dtype (or torch.randn_like(x) for x's shape)"
+    assert (attribute.attribute, randn.attribute) == ("noise_std", "")
     assert {f.op for f in findings} == {"add"}
 
 
@@ -76,4 +78,25 @@ def test_scalars_torch_makes_inside_an_operation_are_no_creation_site() -> None:
             True,
             "return nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=self.mask)",
         ),
+    ]
+
+
+class TwoAttributes(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(DIM, DIM)
+        self.scale = torch.full((DIM,), 2.0)
+        self.shift = torch.zeros(DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * self.scale + self.shift
+
+
+def test_two_plain_attributes_on_one_line_are_two_findings() -> None:
+    """A finding per attribute: merged per line, the second would hide until the first is fixed."""
+    findings = autoreg.audit_forward(TwoAttributes(), torch.ones(2, DIM), low_precision=None)
+    line = line_of(TwoAttributes, "return self.linear(x) * self.scale + self.shift")
+    assert [(f.kind, f.lineno, f.attribute) for f in findings] == [
+        ("device", line, "scale"),
+        ("device", line, "shift"),
     ]

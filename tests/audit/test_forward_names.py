@@ -67,13 +67,12 @@ def test_a_submodules_parameter_is_named_from_its_own_self() -> None:
     assert (device.class_name, device.module_path) == ("Inner", "inner")
     assert device.lineno == line_of(Inner, "state = torch.zeros(steps, DIM)")
     assert device.fix == (
-        "device=self.cell.bias.device (or .to(self.cell.bias)); if it is the same at every call, "
-        "make it once in __init__ as a buffer (autoreg.Module registers it)"
+        "device=self.cell.bias.device, dtype=self.cell.bias.dtype (or .to(self.cell.bias)); if it "
+        "is the same at every call, make it once in __init__ as a buffer (autoreg.Module "
+        "registers it)"
     )
-    assert dtype.fix == (
-        "dtype=self.cell.bias.dtype (or .to(self.cell.bias)): this float32 tensor turns addmm on "
-        "bfloat16 into float32"
-    )
+    assert dtype.fix == device.fix  # one fix for the site, both kinds
+    assert dtype.reason == "addmm rejects float32 next to bfloat16"
 
 
 def test_a_local_of_the_code_that_made_it_is_named_first() -> None:

@@ -66,7 +66,8 @@ def test_state_stored_in_forward_is_reported_at_the_assignment_with_its_fix() ->
     )
     assert (h.class_name, h.attribute, h.module_path, h.mode) == ("Recurrent", "h", "", "train")
     assert h.filename == inspect.getsourcefile(Recurrent)
-    assert h.tensor == f"float32[2, {DIM}] meta"
+    assert h.tensor == f"float32[2, {DIM}]"  # as the model has it: on its device
+    assert (h.dtype, h.shape, h.device) == ("float32", (2, DIM), "cpu")
     assert h.fix == (
         "state forward stores where .to() leaves it: subclass autoreg.Module (it carries it), or "
         "in __init__: self.register_buffer('h', None, persistent=False)"
@@ -76,7 +77,7 @@ def test_state_stored_in_forward_is_reported_at_the_assignment_with_its_fix() ->
     assert h.as_dict()["kind"] == "stored"
     assert h.as_dict()["attribute"] == "h"
     assert str(h) == (
-        f"{h.where}: stored float32[2, {DIM}] meta in Recurrent.h: {h.source}\n    fix: {h.fix}"
+        f"{h.where}: stored float32[2, {DIM}] in Recurrent.h: {h.source}\n    fix: {h.fix}"
     )
     assert (activations.attribute, activations.lineno) == (
         "activations",

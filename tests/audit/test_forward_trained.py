@@ -33,7 +33,7 @@ def test_a_state_with_autograd_history_is_copied_as_a_detached_value() -> None:
     h, activations = model.h, list(model.activations)
     findings = autoreg.audit_forward(model, torch.ones(2, DIM), low_precision=None)
     assert {(f.kind, f.attribute) for f in findings} == {
-        ("device", ""),  # the state left on the CPU by .to() meets the model's device
+        ("device", "h"),  # the state left on the CPU by .to() meets the model's device
         ("stored", "h"),
         ("stored", "activations"),
     }

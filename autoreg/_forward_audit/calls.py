@@ -1,0 +1,233 @@
+"""What the forward's own calls say about devices: ``x.device``, ``device=``, ``.to()``, ``.cpu()``.
+
+On the CPU, ``torch.zeros(n, device=x.device)`` and ``torch.zeros(n)`` make the same tensor, and
+the operation below sees ``device=cpu`` in both. What tells them apart is the call the code wrote,
+which ``Calls``, a ``TorchFunctionMode``, sees before the operation runs:
+
+- ``x.device`` of a tensor that follows the model gives ``MODEL_DEVICE``: a ``torch.device("cpu")``
+  of the audit's own, known by its identity, so that a call given it (``device=x.device``,
+  ``.to(x.device)``) makes its tensors on the model's device. Any other CPU device (``"cpu"``, a
+  device a module keeps from its constructor) is the default device; ``"cuda"`` and other
+  accelerators are where a moved model is, and run on the CPU here.
+- ``.to(...)``, ``.type_as(t)``, ``.cuda()`` and ``.cpu()`` move a tensor to or from the model's
+  device: where the CPU returns the tensor itself, the audit makes the copy a GPU would.
+  ``.numpy()`` of a tensor on the model's device, which CUDA refuses, is told to ``on_numpy``.
+- The call running now (``Call``) tells the operations below it whether a factory without a
+  tensor argument made its tensor on the model's device: what the call said (``device=``), else
+  whether one of its tensor arguments follows the model (a factory inside an operation on the
+  model's tensors), else the default device.
+
+Autograd (``backward``, ``torch.autograd.grad``) runs a ``backward`` written in Python with this
+mode off: there, a factory in the user's code is judged by its line (the same as in the forward
+pass; the default device for a line first met there), and one of autograd's own follows the
+model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Final
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .rules import tensors_in
+from .sites import Lines, Site
+from .tags import Tag, Tags
+
+__all__ = ["MODEL_DEVICE", "Call", "Calls"]
+
+MODEL_DEVICE: Final = torch.device("cpu")  # compared by identity: the model's device, on the CPU
+
+_DEVICE: Final = torch.Tensor.device.__get__
+_AUTOGRAD: Final = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
+_MOVES: Final = frozenset(
+    {torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda, torch.Tensor.type, torch.Tensor.type_as}
+)
+# The calls by which code casts a tensor itself (a cast inside another operation is torch's).
+_CASTS: Final = frozenset(
+    {
+        torch.Tensor.to,
+        torch.Tensor.type,
+        torch.Tensor.type_as,
+        *(getattr(torch.Tensor, name) for name in ("float", "double", "half", "bfloat16")),
+        *(getattr(torch.Tensor, name) for name in ("int", "long", "short", "bool", "byte")),
+        *(getattr(torch.Tensor, name) for name in ("char", "cfloat", "cdouble")),
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """The call of the forward's code running now, as the operations below it need it.
+
+    ``target``: whether it said to make its tensors on the model's device (``True``), on the
+    default device (``False``), or did not say (``None``); ``inputs``: whether one of its tensor
+    arguments follows the model; ``device_attribute``: the attribute of a module of the model
+    that held the default device it was given (``self.device``); ``autograd``: a call of autograd,
+    under which Python code runs unseen; ``cast``: a cast the code wrote (``.float()``,
+    ``.to(dtype)``), not one inside another operation.
+    """
+
+    target: bool | None
+    inputs: bool
+    device_attribute: str = ""
+    autograd: bool = False
+    cast: bool = False
+
+
+class Calls(TorchFunctionMode):
+    """Sees the forward's calls; keeps ``call``, the one running now."""
+
+    def __init__(
+        self, tags: Tags, lines: Lines, run_device: torch.device, devices: dict[int, str]
+    ) -> None:
+        """``run_device``: where the copy runs (the CPU, or meta for a model built there);
+        ``devices``: the devices the copy's modules keep in attributes, by id, with the name of
+        the attribute (``self.device``)."""
+        super().__init__()
+        self.tags = tags
+        self.lines = lines
+        self.run_device = run_device
+        self.devices = devices
+        self.call: Call | None = None
+        # Told of each .numpy() of a tensor on the model's device: CUDA refuses it.
+        self.on_numpy: Callable[[torch.Tensor], None] = lambda tensor: None
+        # The memory of the copies made to the CPU: data lifted from it (torch.from_numpy of
+        # its .numpy()) was copied back too.
+        self.copied: set[int] = set()
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func == _DEVICE:  # a new method-wrapper at each access: equal, not identical
+            device: torch.device = func(*args)
+            if device.type == "cpu" and self.tags.follows(args[0]):
+                return MODEL_DEVICE
+            return device
+        numpy = func is torch.Tensor.numpy and args[0].device.type == "cpu"
+        if numpy and self.tags.follows(args[0]):
+            self.on_numpy(args[0])
+        func, args, kwargs, target, attribute = self._target(func, args, kwargs)
+        inputs = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
+        call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS)
+        outer, self.call = self.call, call
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            self.call = outer
+        if func in _MOVES and target is not None and isinstance(result, torch.Tensor):
+            return self._moved(args[0], result, target, attribute)
+        return result
+
+    # --- where a call says its tensors go ---------------------------------------------------------
+
+    def _target(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, tuple[Any, ...], dict[str, Any], bool | None, str]:
+        """``(func, args, kwargs, target, attribute)``: the call to run (an accelerator's device
+        replaced by the one the copy runs on), whether it moves or makes tensors on the model's
+        device, and the module attribute that held a default device it was given."""
+        if func is torch.Tensor.cpu:
+            return func, args, kwargs, False, ""
+        if func is torch.Tensor.cuda:
+            return torch.Tensor.to, (args[0], self.run_device), {}, True, ""
+        if func is torch.Tensor.type_as and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            return func, args, kwargs, self.tags.follows(args[1]), ""
+        if func is torch.Tensor.type and args[1:] and isinstance(args[1], str):
+            if ".cuda." in args[1]:  # 'torch.cuda.FloatTensor': the model's device
+                cpu = args[1].replace(".cuda.", ".")
+                return func, (args[0], cpu, *args[2:]), kwargs, True, ""
+            return func, args, kwargs, None, ""
+        if func is torch.Tensor.to:
+            return self._to(args, kwargs)
+        if "device" in kwargs:
+            target, device, attribute = self._device(kwargs["device"])
+            return func, args, {**kwargs, "device": device}, target, attribute
+        return func, args, kwargs, None, ""
+
+    def _to(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, tuple[Any, ...], dict[str, Any], bool | None, str]:
+        """``tensor.to(...)``: to a device (positional or ``device=``), or to another tensor's."""
+        func = torch.Tensor.to
+        if "device" in kwargs:
+            target, device, attribute = self._device(kwargs["device"])
+            return func, args, {**kwargs, "device": device}, target, attribute
+        if len(args) > 1:
+            first = args[1]
+            if isinstance(first, torch.Tensor):
+                return func, args, kwargs, self.tags.follows(first), ""
+            if isinstance(first, (torch.device, str, int)):
+                target, device, attribute = self._device(first)
+                return func, (args[0], device, *args[2:]), kwargs, target, attribute
+        return func, args, kwargs, None, ""
+
+    def _device(self, value: Any) -> tuple[bool | None, Any, str]:
+        """``(target, device to run on, attribute)`` for a device the code gave a call."""
+        if value is None:
+            return None, value, ""
+        if value is MODEL_DEVICE:
+            return True, value, ""
+        try:
+            device = torch.device(value)
+        except (RuntimeError, TypeError):
+            return None, value, ""
+        if device.type == "cpu":
+            return False, value, self.devices.get(id(value), "")
+        return True, self.run_device, ""  # an accelerator: where a moved model is
+
+    # --- the copy a GPU would make ----------------------------------------------------------------
+
+    def _moved(
+        self, source: torch.Tensor, result: torch.Tensor, target: bool, attribute: str
+    ) -> torch.Tensor:
+        """``result`` of moving ``source`` to (``target``) or from the model's device: a new
+        tensor, as on a GPU, where the CPU returned ``source`` itself; ``attribute``: the module
+        attribute that held the default device it was moved to (``.to(self.device)``)."""
+        sites = self.tags.sites(source)
+        if self.tags.follows(source) == target and _same_storage(source, result):
+            if attribute and not target:  # .to(self.device) of a tensor on the CPU already:
+                # what leaves it there is that device, kept from the constructor.
+                kept = tuple(dataclasses.replace(site, host=False) for site in sites)
+                fixed = self.lines.site(
+                    "moved", host=True, device_attribute=attribute, dtype=result.dtype
+                )
+                self.tags.set(result, Tag(False, (*kept, fixed)))
+            return result
+        if _same_storage(source, result):
+            result = result.clone()
+        if target:
+            # Moved to the model's device: this line is where the code could also give it the
+            # model's dtype (.to(x), not .to(x.device)); a cast of the model's values stays one.
+            origins = [site for site in sites if site.dtype == result.dtype]
+            island = bool(origins) and all(site.island for site in origins)
+            moved = self.lines.site("moved", dtype=result.dtype, island=island)
+            self.tags.set(result, Tag(True, (moved,)))
+        else:
+            back: Site = self.lines.site(
+                "copied back",
+                host=True,
+                copied_back=not attribute,
+                device_attribute=attribute,
+                dtype=result.dtype,
+            )
+            self.tags.set(result, Tag(False, (*sites, back)))
+            if result.numel():
+                self.copied.add(result.data_ptr())
+        return result
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a is b:
+        return True
+    try:
+        return a.untyped_storage() is b.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError, ValueError):
+        return False

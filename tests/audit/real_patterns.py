@@ -1,0 +1,413 @@
+"""Models that reproduce patterns of real public code, written here from scratch (no third-party
+code): the forward passes and training steps the audits must run and judge truthfully.
+
+Each pattern names the kind of code it stands for. Lines the audits must report end with a
+marker comment, ``# stray: KIND[, KIND]`` (``device``, ``dtype``, ``stored``), read by the tests;
+a tensor made before ``forward`` is expected where it first enters the pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Normal
+from torch.nn import functional as F  # noqa: N812
+
+# --- an energy (Hamiltonian) network: torch.autograd.grad inside forward -------------------------
+
+
+def symplectic(dim: int) -> torch.Tensor:
+    """The canonical symplectic matrix [[0, I], [-I, 0]]."""
+    eye = torch.eye(dim)
+    return torch.cat([eye[dim // 2 :], -eye[: dim // 2]])
+
+
+class Energy(nn.Module):
+    """The vector field is the symplectic gradient of a learned scalar energy, as Hamiltonian
+    neural networks compute it: ``forward`` differentiates the energy with respect to its input."""
+
+    def __init__(self, dim: int = 2, hidden: int = 16) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        self.J = symplectic(dim)  # a plain attribute: .to() leaves it behind
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        energy = self.net(x).sum()
+        grad = torch.autograd.grad(energy, x, create_graph=True)[0]
+        conservative = grad @ torch.eye(*self.J.shape)  # stray: device, dtype
+        return conservative @ self.J.t()  # stray: device, dtype
+
+
+def energy_inputs() -> tuple[torch.Tensor]:
+    x = torch.randn(4, 2, generator=torch.Generator().manual_seed(0))
+    return (x.requires_grad_(),)
+
+
+# --- a reinforcement-learning policy: torch.distributions with argument validation ---------------
+
+
+class GaussianActor(nn.Module):
+    """A squashed Gaussian policy, as soft actor-critic writes it: ``Normal`` validates its
+    arguments (reads their values), and the action bounds come from the environment."""
+
+    def __init__(self, obs: int = 3, act: int = 2, low: np.ndarray | None = None) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(obs, 16), nn.ReLU())
+        self.mean = nn.Linear(16, act)
+        self.log_std = nn.Linear(16, act)
+        if low is None:
+            self.action_scale = torch.tensor(1.0)  # 0-dim: a scalar to CUDA
+            self.action_bias = torch.tensor(0.0)
+        else:
+            high = -low
+            self.action_scale = torch.as_tensor((high - low) / 2, dtype=torch.float32)
+            self.action_bias = torch.as_tensor((high + low) / 2, dtype=torch.float32)
+
+    def forward(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.body(state)
+        mean, std = self.mean(h), self.log_std(h).clamp(-20, 2).exp()
+        normal = Normal(mean, std)
+        x = normal.rsample()
+        y = torch.tanh(x)
+        action = y * self.action_scale + self.action_bias  # stray: device, dtype
+        log_prob = normal.log_prob(x) - torch.log(self.action_scale * (1 - y.pow(2)) + 1e-6)
+        return action, log_prob.sum(-1, keepdim=True)
+
+
+def bounded_actor() -> GaussianActor:
+    return GaussianActor(low=np.array([-2.0, -1.0]))
+
+
+def states() -> tuple[torch.Tensor]:
+    return (torch.randn(5, 3, generator=torch.Generator().manual_seed(0)),)
+
+
+# --- a neural ODE with an adaptive solver: data-dependent operations and loops on values ---------
+
+
+def odeint_adaptive(
+    func: nn.Module,
+    y0: torch.Tensor,
+    t: torch.Tensor,
+    rtol: float = 1e-3,
+    atol: float = 1e-4,
+    max_steps: int = 100,
+) -> torch.Tensor:
+    """Heun's method with step-size control, as adaptive solvers write it: the times in float64
+    (on purpose), the grid from ``unique`` (no meta kernel), loops that read values."""
+    t = t.to(torch.float64)
+    grid = torch.cat([t, t]).unique()
+    y, now, dt = y0, grid[0], (grid[-1] - grid[0]) / 4
+    trajectory, steps = [y0], 0
+    for target in grid[1:]:
+        while now < target:
+            assert steps < max_steps, f"max_steps exceeded ({steps} >= {max_steps})"
+            steps += 1
+            h = torch.minimum(dt, target - now)
+            k1 = func(now, y)
+            k2 = func(now + h, y + h * k1)
+            error = (h * (k2 - k1) / 2).abs().max()
+            tolerance = atol + rtol * y.abs().max()
+            if error <= tolerance:
+                y, now = y + h * (k1 + k2) / 2, now + h
+            ratio = float((tolerance / error.clamp_min(1e-12)).detach())
+            dt = h * min(2.0, max(0.2, 0.9 * math.sqrt(ratio)))
+        trajectory.append(y)
+    return torch.stack(trajectory)
+
+
+class Dynamics(nn.Module):
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, 16), nn.Tanh(), nn.Linear(16, dim))
+        self.decay = torch.full((dim,), 0.1)  # a plain attribute: .to() leaves it behind
+
+    def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.net(y) - self.decay * y  # stray: device, dtype
+
+
+class ODEBlock(nn.Module):
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.func = Dynamics(dim)
+        self.integration_time = torch.tensor([0, 1]).float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.integration_time = self.integration_time.type_as(x)  # stray: stored
+        return odeint_adaptive(self.func, x, self.integration_time)[-1]
+
+
+def ode_inputs() -> tuple[torch.Tensor]:
+    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
+
+
+# --- an LLM reference implementation: float32 islands, a complex rotary table, a kv-cache -------
+
+
+@dataclasses.dataclass
+class LlamaArgs:
+    dim: int = 32
+    layers: int = 2
+    heads: int = 4
+    vocab: int = 50
+    max_batch: int = 2
+    max_seq: int = 16
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output = self._norm(x.float()).type_as(x)  # float32 on purpose, cast back
+        return output * self.weight
+
+
+def rotary_table(dim: int, end: int, theta: float = 10000.0) -> torch.Tensor:
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
+    angles = torch.outer(torch.arange(end, device=freqs.device), freqs).float()
+    return torch.polar(torch.ones_like(angles), angles)  # complex64
+
+
+def rotate(
+    xq: torch.Tensor, xk: torch.Tensor, table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    table = table.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    xq_out = torch.view_as_real(xq_ * table).flatten(3)
+    xk_out = torch.view_as_real(xk_ * table).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: LlamaArgs) -> None:
+        super().__init__()
+        self.heads, self.head_dim = args.heads, args.dim // args.heads
+        self.wq = nn.Linear(args.dim, args.dim, bias=False)
+        self.wk = nn.Linear(args.dim, args.dim, bias=False)
+        self.wv = nn.Linear(args.dim, args.dim, bias=False)
+        self.wo = nn.Linear(args.dim, args.dim, bias=False)
+        shape = (args.max_batch, args.max_seq, self.heads, self.head_dim)
+        self.cache_k = torch.zeros(shape)
+        self.cache_v = torch.zeros(shape)
+
+    def forward(
+        self, x: torch.Tensor, start: int, table: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        batch, length, _ = x.shape
+        xq = self.wq(x).view(batch, length, self.heads, self.head_dim)
+        xk = self.wk(x).view(batch, length, self.heads, self.head_dim)
+        xv = self.wv(x).view(batch, length, self.heads, self.head_dim)
+        xq, xk = rotate(xq, xk, table)
+        self.cache_k = self.cache_k.to(xq)  # stray: stored
+        self.cache_v = self.cache_v.to(xq)  # stray: stored
+        self.cache_k[:batch, start : start + length] = xk
+        self.cache_v[:batch, start : start + length] = xv
+        keys = self.cache_k[:batch, : start + length].transpose(1, 2)
+        values = self.cache_v[:batch, : start + length].transpose(1, 2)
+        scores = xq.transpose(1, 2) @ keys.transpose(2, 3) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores + mask
+        scores = F.softmax(scores.float(), dim=-1).type_as(xq)  # float32 on purpose
+        out = (scores @ values).transpose(1, 2).reshape(batch, length, -1)
+        return self.wo(out)
+
+
+class Block(nn.Module):
+    def __init__(self, args: LlamaArgs) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(args.dim)
+        self.attention = Attention(args)
+        self.ffn_norm = RMSNorm(args.dim)
+        self.w1 = nn.Linear(args.dim, 2 * args.dim, bias=False)
+        self.w2 = nn.Linear(2 * args.dim, args.dim, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, start: int, table: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), start, table, mask)
+        return h + self.w2(F.silu(self.w1(self.ffn_norm(h))))
+
+
+class Llama(nn.Module):
+    def __init__(self, args: LlamaArgs | None = None) -> None:
+        super().__init__()
+        args = args or LlamaArgs()
+        self.embed = nn.Embedding(args.vocab, args.dim)
+        self.layers = nn.ModuleList(Block(args) for _ in range(args.layers))
+        self.norm = RMSNorm(args.dim)
+        self.output = nn.Linear(args.dim, args.vocab, bias=False)
+        self.freqs_cis = rotary_table(args.dim // args.heads, args.max_seq * 2)
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        _, length = tokens.shape
+        h = self.embed(tokens)
+        self.freqs_cis = self.freqs_cis.to(h.device)  # stray: stored
+        table = self.freqs_cis[start : start + length]
+        mask = None
+        if length > 1:
+            mask = torch.full((length, length), float("-inf"), device=tokens.device)
+            mask = torch.triu(mask, diagonal=1)
+            mask = torch.hstack([torch.zeros((length, start), device=tokens.device), mask])
+            mask = mask.type_as(h)
+        for layer in self.layers:
+            h = layer(h, start, table, mask)
+        return self.output(self.norm(h)).float()  # logits in float32 on purpose
+
+
+def tokens() -> tuple[torch.Tensor]:
+    return (torch.randint(0, 50, (2, 6), generator=torch.Generator().manual_seed(0)),)
+
+
+# --- pytorch/examples' time_sequence_prediction: the code writes the dtype ----------------------
+
+
+class Sequence(nn.Module):
+    """Two LSTM cells whose states ``forward`` makes with ``dtype=torch.double``: right for the
+    float64 model the example trains, wrong on the GPU, and wrong in float32 or bfloat16."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm1 = nn.LSTMCell(1, 8)
+        self.lstm2 = nn.LSTMCell(8, 8)
+        self.linear = nn.Linear(8, 1)
+
+    def forward(self, input: torch.Tensor, future: int = 0) -> torch.Tensor:
+        outputs = []
+        h_t = torch.zeros(input.size(0), 8, dtype=torch.double)  # stray: device, dtype
+        c_t = torch.zeros(input.size(0), 8, dtype=torch.double)  # stray: device, dtype
+        h_t2 = torch.zeros(input.size(0), 8, dtype=torch.double)  # stray: device, dtype
+        c_t2 = torch.zeros(input.size(0), 8, dtype=torch.double)  # stray: device, dtype
+        output = input[:, :1]
+        for input_t in input.split(1, dim=1):
+            h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs.append(output)
+        for _ in range(future):
+            h_t, c_t = self.lstm1(output, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs.append(output)
+        return torch.cat(outputs, dim=1)
+
+
+def sequence() -> Sequence:
+    return Sequence().double()
+
+
+def waves() -> tuple[torch.Tensor]:
+    steps = torch.arange(10, dtype=torch.double)
+    return (torch.sin(steps / 3 + torch.arange(3, dtype=torch.double)[:, None]),)
+
+
+# --- a diffusion model's time embedding: .type(torch.float), and a device fixed when built ------
+
+
+class TimeEmbedding(nn.Module):
+    """The sinusoidal embedding of a diffusion U-Net: the integer timesteps become float32 by
+    ``.type(torch.float)``, and the frequencies are made on ``self.device``, a device the class
+    keeps from its constructor."""
+
+    def __init__(self, channels: int = 4, time_dim: int = 8, device: str = "cpu") -> None:
+        super().__init__()
+        self.time_dim, self.device = time_dim, device
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.emb = nn.Sequential(nn.SiLU(), nn.Linear(time_dim, channels))
+
+    def pos_encoding(self, t: torch.Tensor, channels: int) -> torch.Tensor:
+        steps = torch.arange(0, channels, 2, device=self.device).float()  # stray: device, dtype
+        inv_freq = 1.0 / (10000 ** (steps / channels))
+        pos_enc_a = torch.sin(t.repeat(1, channels // 2) * inv_freq)
+        pos_enc_b = torch.cos(t.repeat(1, channels // 2) * inv_freq)
+        return torch.cat([pos_enc_a, pos_enc_b], dim=-1)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        t = t.unsqueeze(-1).type(torch.float)  # stray: dtype
+        t = self.pos_encoding(t, self.time_dim)
+        return self.conv(x) + self.emb(t)[:, :, None, None]
+
+
+class Schedule(nn.Module):
+    """A diffusion model's training forward: integer timesteps divided into a float32 fraction,
+    fed to a layer."""
+
+    def __init__(self, steps: int = 10) -> None:
+        super().__init__()
+        self.steps = steps
+        self.time = nn.Linear(1, 4)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return x + self.time((t / self.steps)[:, None])  # stray: dtype
+
+
+def diffusion_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(2, 4, 5, 5, generator=generator), torch.tensor([3, 7])
+
+
+# --- a tensor in a config object, used by the loss: found only by auditing the step --------------
+
+
+@dataclasses.dataclass
+class LossConfig:
+    class_weights: torch.Tensor
+    smoothing: float = 0.0
+
+
+class Classifier(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 3)
+        self.cfg = LossConfig(torch.tensor([1.0, 2.0, 0.5]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self(x), y, weight=self.cfg.class_weights)  # stray: device, dtype
+
+
+def train_step(model: Classifier, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model.loss(x, y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(6, 4, generator=generator), torch.tensor([0, 1, 2, 0, 1, 2])
+
+
+# --- tensors held in plain objects: a namespace, a class with __slots__, numpy arrays -------------
+
+
+class Slotted:
+    __slots__ = ("name", "offsets")
+
+    def __init__(self, offsets: torch.Tensor) -> None:
+        self.offsets = offsets
+        self.name = "slotted"
+
+
+class Holders(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+        self.stats = types.SimpleNamespace(mean=torch.zeros(3), std=torch.ones(3), count=2)
+        self.slotted = Slotted(torch.arange(3))
+        self.window = np.hanning(3)  # a numpy array: .to() never moves it

@@ -1,0 +1,139 @@
+"""``find_unregistered`` reports tensors held inside plain objects, and numpy arrays.
+
+``.to()`` converts a module's parameters and buffers (and what autoreg carries); a tensor inside a
+dataclass, a ``types.SimpleNamespace`` or any object held in a public attribute stays where it
+is, and so does every numpy array. The audit finds them by type, one level into the object (its
+``__dict__`` and ``__slots__``, and the containers they hold), never by running the object's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+from tests.audit import real_patterns as rp
+
+
+class Box(nn.Module):
+    """A plain module that holds whatever the test puts on it."""
+
+
+class AutoBox(autoreg.Module):
+    """An autoreg module that holds whatever the test puts on it (after construction: carried)."""
+
+
+@dataclasses.dataclass
+class Config:
+    scale: torch.Tensor
+    table: dict[str, torch.Tensor]
+    name: str = "config"
+
+
+def table(module: nn.Module) -> list[tuple[str, str, str]]:
+    return [(f.path, f.class_name, f.attribute) for f in autoreg.find_unregistered(module)]
+
+
+def test_tensors_in_a_dataclass_a_namespace_and_slots_are_reported_with_their_paths() -> None:
+    assert table(rp.Holders()) == [
+        ("stats.mean", "Holders", "stats"),
+        ("stats.std", "Holders", "stats"),
+        ("slotted.offsets", "Holders", "slotted"),
+        ("window", "Holders", "window"),
+    ]
+
+
+def test_a_config_dataclass_is_walked_one_level_with_its_containers() -> None:
+    box = Box()
+    box.cfg = Config(torch.ones(2), {"a": torch.zeros(3)})
+    findings = autoreg.find_unregistered(box)
+    assert [f.path for f in findings] == ["cfg.scale", "cfg.table['a']"]
+    assert findings[0].tensor is box.cfg.scale
+    assert findings[0].fix == (
+        "a tensor inside a Config object, which .to() never reaches: keep it on the module "
+        "instead (a buffer, or an attribute of an autoreg.Module), and read it from there"
+    )
+
+
+def test_the_class_of_an_autoreg_module_does_not_move_what_its_objects_hold() -> None:
+    """autoreg carries containers, not objects: the contract's row 12, what nn.Module does."""
+    box = AutoBox()
+    box.cfg = Config(torch.ones(2), {})
+    assert [f.path for f in autoreg.find_unregistered(box)] == ["cfg.scale"]
+    box.double()
+    assert box.cfg.scale.dtype == torch.float32
+
+
+def test_a_numpy_array_is_reported_with_its_dtype_and_a_fix() -> None:
+    box = Box()
+    box.window = np.hanning(4)
+    box.pair = [np.zeros(2, dtype=np.float32)]
+    findings = autoreg.find_unregistered(box)
+    assert [(f.path, f.dtype, f.shape) for f in findings] == [
+        ("window", torch.float64, (4,)),
+        ("pair[0]", torch.float32, (2,)),
+    ]
+    assert findings[0].fix == (
+        "a numpy array, which .to() never moves: make it a tensor (torch.as_tensor) kept as a "
+        "buffer, and use that in forward"
+    )
+
+
+class Guarded:
+    """An object whose own code must never run: every attribute access through it fails."""
+
+    calls = 0
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "offsets", torch.ones(2))
+
+    def __getattribute__(self, name: str) -> Any:
+        type(self).calls += 1
+        raise AssertionError("the audit ran the object's code")
+
+    @property
+    def computed(self) -> torch.Tensor:
+        raise AssertionError("the audit ran a property")
+
+
+def test_the_objects_own_code_never_runs() -> None:
+    box = Box()
+    box.__dict__["guarded"] = Guarded()  # nn.Module's __setattr__ would ask it for its class
+    assert [f.path for f in autoreg.find_unregistered(box)] == ["guarded.offsets"]
+    assert Guarded.calls == 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(lambda: torch.ones(2), id="a-function"),
+        pytest.param(torch.float32, id="a-dtype"),
+        pytest.param(torch.device("cpu"), id="a-device"),
+        pytest.param(np, id="a-python-module"),
+        pytest.param(Config, id="a-class"),
+    ],
+)
+def test_functions_classes_modules_and_torch_values_are_not_walked(value: object) -> None:
+    box = Box()
+    box.value = value
+    assert autoreg.find_unregistered(box) == []
+
+
+def test_a_private_attributes_object_is_a_frameworks_and_not_walked() -> None:
+    box = Box()
+    box._trainer = types.SimpleNamespace(metrics={"loss": torch.ones(())})
+    assert autoreg.find_unregistered(box) == []
+
+
+def test_an_object_held_twice_and_a_cycle_are_walked_once() -> None:
+    box = Box()
+    shared = types.SimpleNamespace(mean=torch.zeros(2))
+    shared.me = shared
+    box.first, box.second = shared, shared
+    assert [f.path for f in autoreg.find_unregistered(box)] == ["first.mean"]

@@ -1,0 +1,135 @@
+"""The forward audit on patterns of real public code (``real_patterns``, written here).
+
+It runs wherever the forward runs on a CPU: ``torch.autograd.grad`` inside forward (energy
+networks), ``torch.distributions`` that validate their arguments (policies), data-dependent
+operations and loops on values (adaptive ODE solvers). Its dtype rules are precise: float32
+computed on purpose and cast back (RMSNorm, softmax, a complex rotary table) is not a stray; a
+dtype the code writes (``dtype=torch.double``, ``.type(torch.float)``) is, when it would mix with
+the model's own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import autoreg
+from tests.audit import real_patterns as rp
+
+MARKER = re.compile(r"# stray: ([\w, ]+)$")
+FILE = Path(inspect.getsourcefile(rp) or "").name
+
+
+def marked(*objects: Any) -> set[tuple[str, int, str]]:
+    """The (file, line, kind) that the ``# stray:`` markers in the source of ``objects`` name."""
+    expected = set()
+    for obj in objects:
+        lines, start = inspect.getsourcelines(obj)
+        for offset, line in enumerate(lines):
+            match = MARKER.search(line.rstrip())
+            if match:
+                for kind in match.group(1).split(","):
+                    expected.add((FILE, start + offset, kind.strip()))
+    return expected
+
+
+def found(findings: list[autoreg.ForwardFinding]) -> set[tuple[str, int, str]]:
+    return {(Path(f.filename).name, f.lineno, f.kind) for f in findings}
+
+
+# --- it runs wherever the forward runs on a CPU ---------------------------------------------------
+
+RUNS: list[Any] = [
+    pytest.param(rp.Energy, rp.energy_inputs, (rp.Energy,), id="autograd-grad-in-forward"),
+    pytest.param(rp.bounded_actor, rp.states, (rp.GaussianActor,), id="distributions-validate"),
+    pytest.param(rp.ODEBlock, rp.ode_inputs, (rp.ODEBlock, rp.Dynamics), id="adaptive-ode"),
+]
+
+
+@pytest.mark.parametrize(("build", "inputs", "sources"), RUNS)
+def test_the_forward_audit_runs_wherever_the_forward_runs_on_a_cpu(
+    build: Callable[[], nn.Module],
+    inputs: Callable[[], tuple[torch.Tensor, ...]],
+    sources: tuple[Any, ...],
+) -> None:
+    model = build()
+    args = inputs()
+    model(*args)  # it runs on the CPU
+    assert found(autoreg.audit_forward(model, *args)) == marked(*sources)
+
+
+def test_autograd_grad_in_forward_needs_no_option() -> None:
+    """The audit runs the forward with autograd on, as the caller would: no flag to ask for."""
+    findings = autoreg.audit_forward(rp.Energy(), *rp.energy_inputs(), low_precision=None)
+    assert [f.kind for f in findings] == ["device", "device"]
+
+
+# --- precise dtype rules --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16], ids=["float32-model", "bfloat16-model"]
+)
+def test_float32_computed_on_purpose_and_cast_back_is_not_a_stray(dtype: torch.dtype) -> None:
+    """RMSNorm and softmax in float32 with .type_as(x), a complex64 rotary table, logits returned
+    in float32: the LLM runs in bfloat16, and only the state its forward stores is reported."""
+    findings = autoreg.audit_forward(rp.Llama().to(dtype), *rp.tokens())
+    assert found(findings) == marked(rp.Attention, rp.Llama)
+    assert {f.kind for f in findings} == {"stored"}
+
+
+def test_a_dtype_written_in_the_code_is_a_stray_when_it_mixes_with_the_models() -> None:
+    """``dtype=torch.double`` in a float64 model: right for that model, wrong on the GPU (device)
+    and in float32 or bfloat16 (dtype: the LSTM cells reject it)."""
+    findings = autoreg.audit_forward(rp.sequence(), *rp.waves())
+    assert found(findings) == marked(rp.Sequence)
+
+
+def test_a_cast_to_float32_that_meets_a_bfloat16_layer_is_a_stray() -> None:
+    """``.type(torch.float)`` on integer timesteps feeds a Linear that bfloat16 weights reject."""
+    findings = autoreg.audit_forward(rp.TimeEmbedding(), *rp.diffusion_inputs())
+    assert found(findings) == marked(rp.TimeEmbedding)
+
+
+def test_a_dtype_that_comes_to_be_in_a_division_is_reported_where_it_does() -> None:
+    """Integer timesteps divided by an int are float32 there, not where they were drawn."""
+    x, t = torch.zeros(2, 4), torch.tensor([3, 7])
+    [finding] = autoreg.audit_forward(rp.Schedule(), x, t)
+    assert found([finding]) == marked(rp.Schedule)
+    assert (finding.reason, finding.fix) == (
+        "addmm rejects float32 next to bfloat16",
+        "dtype=x.dtype (or .to(x))",
+    )
+
+
+# --- any step, not only forward ------------------------------------------------------------------
+
+
+def test_a_training_step_is_audited_like_a_forward() -> None:
+    model = rp.Classifier()
+    findings = autoreg.audit_forward(model, *rp.batch(), step=rp.train_step)
+    assert found(findings) == marked(rp.Classifier)
+    assert all(f.attribute == "cfg.class_weights" for f in findings)
+    assert autoreg.audit_forward(model, rp.batch()[0]) == []  # forward alone never meets it
+
+
+def test_the_step_leaves_the_model_and_its_optimizer_state_as_they_were() -> None:
+    model = rp.Classifier()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    autoreg.audit_forward(model, *rp.batch(), step=rp.train_step)
+    assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_assert_no_strays_audits_a_step_too() -> None:
+    from autoreg.testing import assert_no_strays
+
+    with pytest.raises(AssertionError, match=r"1 stray in the step train_step of Classifier"):
+        assert_no_strays(rp.Classifier(), *rp.batch(), step=rp.train_step)
