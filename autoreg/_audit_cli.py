@@ -20,6 +20,7 @@ import argparse
 import json
 
 from ._audit import Finding, find_unregistered
+from ._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
 from ._errors import ForwardAuditError
 from ._forward_audit import (
     ModeChoice,
@@ -31,35 +32,15 @@ from ._forward_audit import (
 )
 from ._messages.cli import (
     A_MODULE_INSTANCE,
-    AUDIT_DESCRIPTION,
-    AUDIT_FORWARD_HELP,
-    AUDIT_HELP,
-    AUDIT_JSON_HELP,
-    AUDIT_MODE_HELP,
-    AUDIT_STEP_HELP,
-    AUDIT_TARGET_HELP,
     CALLED,
     MODE_WITHOUT_FORWARD,
     NOT_A_FORWARD,
     NOT_CALLED,
 )
 from ._report import Forward, audit_json, report_text
-from ._target import EXIT_CLEAN, EXIT_FINDINGS, Target, UsageError, emit, load, load_function
+from ._target import Target, load, load_function
 
-__all__ = ["add_parser", "exit_status", "forward_report", "run"]
-
-
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``audit`` to the command line's subcommands."""
-    parser = subparsers.add_parser("audit", help=AUDIT_HELP, description=AUDIT_DESCRIPTION)
-    parser.add_argument("target", metavar="TARGET", help=AUDIT_TARGET_HELP)
-    parser.add_argument("--json", action="store_true", help=AUDIT_JSON_HELP)
-    parser.add_argument("--forward", action="store_true", help=AUDIT_FORWARD_HELP)
-    parser.add_argument("--step", metavar="FUNCTION", help=AUDIT_STEP_HELP)
-    for mode in ("train", "eval"):
-        parser.add_argument(
-            f"--{mode}", action="store_true", help=AUDIT_MODE_HELP.format(mode=mode)
-        )
+__all__ = ["exit_status", "forward_report", "run"]
 
 
 def run(args: argparse.Namespace) -> int:

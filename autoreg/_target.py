@@ -21,10 +21,11 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from torch import nn
 
+from ._cli import UsageError, prog
 from ._frames import error_line, location, short_path
 from ._messages.cli import (
     FACTORY_NOT_A_MODULE,
@@ -41,24 +42,10 @@ from ._messages.cli import (
 from ._messages.describe import describe_error, describe_object
 
 __all__ = [
-    "EXIT_CLEAN",
-    "EXIT_FINDINGS",
-    "EXIT_USAGE",
     "Target",
-    "UsageError",
-    "emit",
     "load",
     "load_function",
-    "prog",
 ]
-
-EXIT_CLEAN: Final = 0  # everything audited, nothing found
-EXIT_FINDINGS: Final = 1  # something found, or something that could not be audited (for CI)
-EXIT_USAGE: Final = 2  # a command line that cannot be run, a target that cannot be built
-
-
-class UsageError(Exception):
-    """A command line that cannot be run; its message is printed as one line, exit status 2."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,11 +57,6 @@ class Target:
     args: tuple[Any, ...] | None = None
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     called: bool = True  # the target is a factory (False: a module instance)
-
-
-def prog() -> str:
-    """How the user ran it: the ``autoreg`` console script, or ``python -m autoreg``."""
-    return "autoreg" if os.path.basename(sys.argv[0]) == "autoreg" else "python -m autoreg"
 
 
 def load(target: str) -> Target:
@@ -93,17 +75,6 @@ def load(target: str) -> Target:
         ):
             return Target(target, model, tuple(args), kwargs)
     raise UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=describe_object(value)))
-
-
-def emit(text: str) -> None:
-    """Print ``text`` on stdout; when the reader has gone (``| head``), end quietly."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        # What is still buffered would raise again when the interpreter flushes at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
 
 
 def load_function(target: str) -> Callable[..., Any]:

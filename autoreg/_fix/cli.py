@@ -32,25 +32,20 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
 from .._messages.fix import (
     FIX_CLEAN,
-    FIX_DESCRIPTION,
     FIX_FORWARD_STRAYS,
     FIX_GAINS_STATE,
     FIX_HAND_HEADER,
-    FIX_HELP,
     FIX_NO_LIBCST,
     FIX_NOT_CLEAN,
     FIX_NOTHING,
     FIX_REAUDIT,
     FIX_REAUDIT_FAILED,
-    FIX_STYLE_HELP,
-    FIX_TARGET_HELP,
     FIX_WOULD_CHANGE,
-    FIX_WRITE_HELP,
     FIX_WROTE,
 )
-from .._target import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
 from .analyse import Analysis, analyse
 from .collect import autoreg_keeps_complex
 from .edits import WrapModules
@@ -59,15 +54,7 @@ from .plan import Plan, make_plan
 if TYPE_CHECKING:
     from .codemod import Rewrite
 
-__all__ = ["add_parser", "run"]
-
-
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``fix`` command to the ``autoreg`` command line's ``subparsers``."""
-    parser = subparsers.add_parser("fix", help=FIX_HELP, description=FIX_DESCRIPTION)
-    parser.add_argument("targets", nargs="+", metavar="TARGET", help=FIX_TARGET_HELP)
-    parser.add_argument("--style", choices=("base", "buffer"), default="base", help=FIX_STYLE_HELP)
-    parser.add_argument("--write", action="store_true", help=FIX_WRITE_HELP)
+__all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:

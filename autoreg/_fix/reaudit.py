@@ -10,20 +10,18 @@ imported once.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import sys
 
 from .. import _audit_cli
-from .._target import EXIT_USAGE, UsageError
+from .._cli import EXIT_USAGE, UsageError, parser
 
 __all__ = ["main"]
 
-# autoreg audit's own parser: each target's arguments are what the command line gives it.
-_PARSER = argparse.ArgumentParser()
-_audit_cli.add_parser(_PARSER.add_subparsers())
+# The command line's own parser: each target's arguments are what `autoreg audit` gives it.
+_PARSER = parser()
 
 
 def main(argv: list[str]) -> None:

@@ -320,8 +320,9 @@ def _hello_run(args: argparse.Namespace) -> int:
 def test_a_subcommand_is_one_module_in_the_list(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hello = SimpleNamespace(add_parser=_hello_parser, run=_hello_run)
-    monkeypatch.setattr(_cli, "COMMANDS", (*_cli.COMMANDS, hello))
+    # A command is its arguments, and the module that runs it, imported only to run it.
+    monkeypatch.setitem(sys.modules, "hello_command", SimpleNamespace(run=_hello_run))
+    monkeypatch.setitem(_cli.COMMANDS, "hello", ("hello_command", _hello_parser))
     assert main(["hello"]) == 0
     assert capsys.readouterr().out == "hello\n"
     assert main(["hello", "--fail"]) == 2

@@ -50,7 +50,8 @@ def missing_modules(block: Block) -> list[str]:
 
 def exception_class(name: str, namespace: dict[str, object]) -> type[BaseException]:
     """The exception a ``raises:`` marker names: a builtin, autoreg's, or the page's own."""
-    for place in (vars(builtins), vars(autoreg), namespace):
+    public = {name: getattr(autoreg, name) for name in autoreg.__all__}  # imported when used
+    for place in (vars(builtins), public, namespace):
         found = place.get(name)
         if isinstance(found, type) and issubclass(found, BaseException):
             return found
