@@ -30,6 +30,11 @@ A value that cannot be converted (a tensor that escaped ``torch.func.vmap``, a t
 cannot be rebuilt) is left as it is, as nn.Module leaves every plain attribute; warn mode says so.
 Each value is converted fully or not at all, and written back at once, so that the old one is
 freed as nn.Module frees an old buffer.
+
+A carried complex tensor follows the device of ``.to()`` and a complex dtype, never a real one
+(``_complex``): nn.Module casts a complex buffer to a real dtype and drops its imaginary part,
+where the plain attribute it was before migrating is never touched. (Row 10 carries a complex
+tensor assigned while the module is built, rather than register it, for the same reason.)
 """
 
 from __future__ import annotations
@@ -153,7 +158,7 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         _Conversion(module, fn, recurse).run()  # the general case
     elif d.get(key) == CARRIED and not (tensor.requires_grad and tensor.is_leaf):  # row 6: a weight
         try:
-            new = fn(tensor)
+            new = _complex(tensor, fn) if tensor.is_complex() else fn(tensor)
         except RecursionError:
             raise
         except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
@@ -162,6 +167,17 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         if new is not tensor:
             d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
     return result
+
+
+def _complex(tensor: torch.Tensor, fn: _ApplyFn) -> torch.Tensor:
+    """``fn(tensor)`` for a complex tensor, except that it is never cast to a real dtype: where
+    ``fn`` would (``.to(torch.bfloat16)``, ``.type(torch.float32)``), it is moved to ``fn``'s
+    device only. Where ``fn`` sends it is asked of an empty tensor like it: no copy, and no value
+    dropped (torch warns about that only when there are values)."""
+    where = fn(tensor.new_empty(0))
+    if where.is_complex():
+        return fn(tensor)
+    return tensor.to(where.device)
 
 
 class _Conversion:
@@ -258,7 +274,7 @@ class _Conversion:
                 type(tensor) is not _Tensor and isinstance(tensor, _Parameter)
             ):
                 return tensor  # a weight (row 6), or a parameter: its module converts it
-            new = self.fn(tensor)
+            new = _complex(tensor, self.fn) if tensor.is_complex() else self.fn(tensor)
         self.done[key] = (_ref(tensor), new)
         if new is not tensor:
             self.done[id(new)] = (_ref(new), new)
