@@ -219,3 +219,100 @@ def test_recurse_false_converts_the_module_s_own_state_only_as_for_buffers() -> 
         model._apply(lambda t: t.double(), recurse=False)
     assert auto.state.dtype == twin.state.dtype == torch.float64
     assert auto.child.running.dtype == twin.child.running.dtype == torch.float32
+
+
+# --- a class that already moves its plain tensors itself (issue 28: "the same kind") ----------
+
+
+class MovesItsTable:
+    """Written for nn.Module, where ``table`` is a plain attribute: its ``_apply`` moves it by
+    hand, after nn.Module's work, as ``.to()`` would. (No annotations: one would declare the
+    name, row 9.)"""
+
+    def setup(self) -> None:
+        self.lin = nn.Linear(2, 2)
+        self.table = torch.linspace(0.1, 0.9, 2)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        out = super()._apply(fn, recurse)  # type: ignore[misc]
+        self.table = fn(self.table)
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.table  # type: ignore[operator]
+
+
+class OriginalMover(MovesItsTable, nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setup()
+
+
+class AutoMover(MovesItsTable, autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setup()
+
+
+@pytest.mark.parametrize("move", MOVES.values(), ids=MOVES.keys())
+@pytest.mark.parametrize("root", ROOTS.values(), ids=ROOTS.keys())
+def test_a_class_that_moves_its_own_tensor_gives_the_originals_result(
+    root: Callable[[nn.Module], nn.Module], move: Callable[[nn.Module], object]
+) -> None:
+    """The table is now a buffer that nn.Module converts, then the override converts it again:
+    every conversion .to() makes is idempotent, so the result is the original's."""
+    torch.manual_seed(0)
+    original = OriginalMover()
+    torch.manual_seed(0)
+    migrated = AutoMover()
+    move(root(original))
+    move(root(migrated))
+    table = migrated.table
+    assert (table.dtype, table.device) == (original.table.dtype, original.table.device)
+    if not table.is_meta:
+        assert torch.equal(table, original.table)
+        x = torch.ones(1, 2, dtype=table.dtype)
+        assert torch.equal(migrated(x), original(x))
+
+
+class KeepsItsTableInFloat32:
+    """The override moves the table to the weight's device and keeps it in float32 on purpose."""
+
+    setup = MovesItsTable.setup
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        out = super()._apply(fn, recurse)  # type: ignore[misc]
+        self.table = self.table.to(self.lin.weight.device, torch.float32)  # type: ignore[attr-defined]
+        return out
+
+
+class OriginalKeeper(KeepsItsTableInFloat32, nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setup()
+
+
+class AutoKeeper(KeepsItsTableInFloat32, autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setup()
+
+
+class PlainKeeper(KeepsItsTableInFloat32, autoreg.Module):
+    table: autoreg.Plain  # left to the override alone, as before migrating
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setup()
+
+
+def test_an_override_that_keeps_a_dtype_ends_with_it_and_plain_leaves_the_values_alone() -> None:
+    """Migrated, the table is converted where the twin's buffer is, then the override's write
+    wins: float32, as written, but rounded through float16 on the way, as on the twin. Declared
+    ``autoreg.Plain`` it is the original's, bit for bit (contract, "What one .to() does")."""
+    original, migrated, plain = OriginalKeeper(), AutoKeeper(), PlainKeeper()
+    for model in (original, migrated, plain):
+        model.half()
+    assert original.table.dtype == migrated.table.dtype == plain.table.dtype == torch.float32
+    assert torch.equal(plain.table, original.table)
+    assert torch.equal(migrated.table, original.table.half().float())
