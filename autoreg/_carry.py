@@ -14,9 +14,9 @@ parameters, then its buffers; ``fn`` is handed to it untouched. An autoreg modul
 nn.Module converts a buffer held in the same place, whoever calls it (a parent's recursion, an
 ``_apply`` override that converts an EMA copy, a plain root), as often as nn.Module converts its
 buffers (a submodule shared by two parents: twice), so an override around ``super()._apply``
-sees what it would see on the hand-written twin. Nothing is shared between two modules' calls:
-nothing is walked but the module itself, a cycle raises ``RecursionError`` as nn.Module's
-recursion does, and no module, and no call, outlives the call.
+sees what it would see on the hand-written twin. Nothing is shared between two modules' calls
+and nothing outlives a call: nothing is walked but the module itself, and a cycle raises
+``RecursionError`` as nn.Module's recursion does.
 
 Identity is kept within one module, where it holds whatever the root: before nn.Module's work
 the module notes which carried values hold its own parameters and buffers (``_Conversion``), and
@@ -122,8 +122,9 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
     """``module._apply(fn, recurse)`` for an autoreg module (``AutoRegisterMixin._apply``):
     nn.Module's work, then what the module carries.
 
-    The common case (one carried tensor, nothing else of the module's in it) is written here, not
-    called: on the benchmark's small layer each extra call is measurable.
+    The common case (plain tensors, each carried once, none the module's own) is written here,
+    not called: on the benchmark's small layer each extra call is measurable. Anything else is a
+    ``_Conversion``.
     """
     # The next _apply in the MRO, looked up by name so that a patched one is honoured; recurse is
     # passed on only when unset, as nn.Module does, so that overrides written before it existed
@@ -133,37 +134,49 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
     names = d.get(CARRYING)
     if not names:
         return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
-    # Before nn.Module's work, while the old tensors are where the module registers them: is
-    # this the common case, one carried tensor that is none of the module's own?
-    single: Any = None
-    if len(names) == 1:
-        for name, key in names.items():  # noqa: B007 - the one, read after the loop
-            single = d.get(name)
-        if type(single) is _Tensor:  # (a parameter is not)
-            for registered in d["_buffers"].values():
-                if registered is single:
-                    single = None
+    # Before nn.Module's work, while the old tensors are where the module registers them: is it
+    # the common case? (Only code below the mixin runs until the conversion, and none of it
+    # assigns what the model carries: the values read now are those converted.)
+    simple = True
+    buffers = d["_buffers"].values()  # (a parameter is no plain tensor)
+    for name in names:
+        value = d.get(name)
+        if value is None:
+            continue
+        if type(value) is _Tensor:
+            for registered in buffers:
+                if registered is value:
                     break
-        else:
-            single = None
-    if single is None:
+            else:
+                continue
+        simple = False
+        break
+    if simple and len(names) > 1:
+        held = [value for name in names if (value := d.get(name)) is not None]
+        simple = len({id(value) for value in held}) == len(held)  # no tensor carried twice
+    if not simple:
         conversion = _Conversion(module, fn, recurse)
         result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
         conversion.run()  # where nn.Module has just converted the module's buffers
         return result
-    tensor: torch.Tensor = single
     result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
-    # Where nn.Module has just converted the module's buffers: the carried tensor.
-    if len(names) != 1 or d.get(name) is not single:  # changed by a base's _apply
-        _Conversion(module, fn, recurse).run()  # the general case
-    elif d.get(key) == CARRIED and not (tensor.requires_grad and tensor.is_leaf):  # row 6: a weight
+    # Where nn.Module has just converted the module's buffers: what the module carries.
+    for name, key in names.items():  # (only d changes below)
+        tensor = d.get(name)
+        if tensor is None or d.get(key) != CARRIED:
+            continue
+        if type(tensor) is not _Tensor:  # not what was there before: the general case
+            _Conversion(module, fn, recurse).run_one(name, key)
+            continue
+        if tensor.requires_grad and tensor.is_leaf:
+            continue  # a weight (row 6)
         try:
             new = _complex(tensor, fn) if tensor.is_complex() else fn(tensor)
         except RecursionError:
             raise
         except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
             _not_converted(module, name, tensor, error)
-            return result
+            continue
         if new is not tensor:
             d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
     return result
@@ -192,28 +205,36 @@ class _Conversion:
         self.module = module
         self.fn = fn
         # id(tensor) -> (tensor, registry, key): where a carried tensor is registered, for the
-        # module's own parameters and buffers, and the parameters below it. The tensor is held:
-        # its id stays its own until the conversion ends (it is carried, so alive anyway).
+        # module's own parameters and buffers, and the parameters below it. The tensor is held
+        # until it is converted: its id stays its own (it is carried, so alive anyway).
         self.places: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
         # id(original) -> (weak original, converted), and id(converted) -> itself: a tensor met
-        # again (twice carried, or in a container carried under two names) is converted once.
-        self.done: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
+        # again (carried twice, or in a container carried under two names) is converted once.
+        # None when no tensor can be met twice: the values are distinct plain tensors.
+        self.done: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] | None = None
         held: dict[int, torch.Tensor] = {}
         parameters = False
         d = module.__dict__
         for name, key in d[CARRYING].items():
             value = d.get(name)
-            if value is not None and d.get(key) == CARRIED:
-                for _, tensor in iter_tensors(value):
-                    held[id(tensor)] = tensor
-                    parameters = parameters or (
-                        type(tensor) is not _Tensor and isinstance(tensor, _Parameter)
-                    )
+            if value is None or d.get(key) != CARRIED:
+                continue
+            if type(value) is _Tensor:
+                if id(value) in held:
+                    self.done = {}
+                held[id(value)] = value
+                continue
+            self.done = {}  # a container: it may hold a tensor twice, or be held twice
+            for _, tensor in iter_tensors(value):
+                held[id(tensor)] = tensor
+                parameters = parameters or (
+                    type(tensor) is not _Tensor and isinstance(tensor, _Parameter)
+                )
         if not held:
             return
-        own = (d["_parameters"], d["_buffers"])
-        for registry in own:
-            self._note(held, registry)
+        for registry in (d["_parameters"], d["_buffers"]):
+            if registry:
+                self._note(held, registry)
         if parameters and recurse:  # a parameter below: nn.Module may replace it (meta)
             for below in module.modules():
                 if below is not module:
@@ -226,25 +247,30 @@ class _Conversion:
 
     def run(self) -> None:
         """Convert what the module carries now, each value written back once converted."""
-        module = self.module
-        d = module.__dict__
-        for name, key in list(d.get(CARRYING, _NONE).items()):
-            value = d.get(name)
-            if value is None or d.get(key) != CARRIED:
-                continue
-            try:
-                new = self.value(value)
-            except RecursionError:
-                raise
-            except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
-                _not_converted(module, name, value, error)
-                continue
-            if new is not value:
-                d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
+        for name, key in list(self.module.__dict__.get(CARRYING, _NONE).items()):
+            self.run_one(name, key)
+
+    def run_one(self, name: str, key: str) -> None:
+        """Convert what the module carries under ``name`` (its role under ``key``)."""
+        d = self.module.__dict__
+        value = d.get(name)
+        if value is None or d.get(key) != CARRIED:
+            return
+        try:
+            new = self.tensor(value) if type(value) is _Tensor else self.value(value)
+        except RecursionError:
+            raise
+        except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
+            _not_converted(self.module, name, value, error)
+            return
+        if new is not value:
+            d[name] = new  # a conversion, not an assignment: as nn.Module writes _buffers
 
     def value(self, value: Any) -> Any:
-        """What a carried value becomes: its tensors converted, and a tuple with its own
-        ``.to()`` (a ``PackedSequence``) moved by it."""
+        """What a carried value that is not a plain tensor becomes: its tensors converted, and a
+        tuple with its own ``.to()`` (a ``PackedSequence``) moved by it."""
+        if self.done is None:  # a value that changed since the conversion began: be careful
+            self.done = {}
         if isinstance(value, torch.Tensor):
             return self.tensor(value)
 
@@ -261,23 +287,26 @@ class _Conversion:
 
     def tensor(self, tensor: torch.Tensor) -> torch.Tensor:
         """What one carried tensor becomes, once per tensor."""
-        key = id(tensor)
-        done = self.done.get(key)
-        if done is not None and done[0]() is tensor:
-            return done[1]
-        place = self.places.pop(key, None)  # the old tensor is not held beyond its conversion
+        done = self.done
+        if done is not None:
+            seen = done.get(id(tensor))
+            if seen is not None and seen[0]() is tensor:
+                return seen[1]
         new: torch.Tensor | None = None
-        if place is not None and place[0] is tensor:
-            new = place[1].get(place[2])  # what nn.Module made of it
+        if self.places:
+            place = self.places.pop(id(tensor), None)
+            if place is not None and place[0] is tensor:
+                new = place[1].get(place[2])  # what nn.Module made of it
         if new is None:
             if (tensor.requires_grad and tensor.is_leaf) or (
                 type(tensor) is not _Tensor and isinstance(tensor, _Parameter)
             ):
                 return tensor  # a weight (row 6), or a parameter: its module converts it
             new = _complex(tensor, self.fn) if tensor.is_complex() else self.fn(tensor)
-        self.done[key] = (_ref(tensor), new)
-        if new is not tensor:
-            self.done[id(new)] = (_ref(new), new)
+        if done is not None:
+            done[id(tensor)] = (_ref(tensor), new)
+            if new is not tensor:
+                done[id(new)] = (_ref(new), new)
         return new
 
 
