@@ -613,3 +613,21 @@ def test_nothing_keeps_a_converted_model_alive() -> None:
     del model
     gc.collect()
     assert ref() is None
+
+
+def test_property_7_a_container_nested_thousands_deep_is_converted_as_any_other() -> None:
+    """nn.Module never looks at a plain list, however deep; the walkers recursed, and .to()
+    raised RecursionError before converting anything."""
+    model = Layer()
+    deep: list[Any] = [torch.zeros(1)]
+    for _ in range(5000):
+        deep = [deep, (torch.zeros(1),)]
+    model.deep = deep
+    model.to(torch.float64)
+    assert model.lin.weight.dtype == torch.float64
+    level, count = model.deep, 0
+    while len(level) == 2:
+        assert level[1][0].dtype == torch.float64
+        level, count = level[0], count + 1
+    assert count == 5000
+    assert level[0].dtype == torch.float64
