@@ -136,7 +136,32 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
         return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
     # Before nn.Module's work, while the old tensors are where the module registers them: is it
     # the common case? (Only code below the mixin runs until the conversion, and none of it
-    # assigns what the model carries: the values read now are those converted.)
+    # assigns what the model carries: the values read now are those converted.) One carried
+    # tensor, the most common case of all, first.
+    if len(names) == 1:
+        for name, key in names.items():  # noqa: B007 - the one, read after the loop
+            tensor = d.get(name)
+        if type(tensor) is _Tensor:
+            for registered in d["_buffers"].values():  # (a parameter is no plain tensor)
+                if registered is tensor:
+                    break
+            else:
+                one: torch.Tensor = tensor
+                result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
+                # Where nn.Module has just converted the module's buffers: the carried tensor.
+                if d.get(name) is not tensor:  # not what was there before: the general case
+                    _Conversion(module, fn, recurse).run_one(name, key)
+                elif d.get(key) == CARRIED and not (one.requires_grad and one.is_leaf):
+                    try:  # (a leaf that requires grad is a weight, row 6: left)
+                        new = _complex(one, fn) if one.is_complex() else fn(one)
+                    except RecursionError:
+                        raise
+                    except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
+                        _not_converted(module, name, one, error)
+                        return result
+                    if new is not one:
+                        d[name] = new  # a conversion, not an assignment: as nn.Module does
+                return result
     simple = True
     buffers = d["_buffers"].values()  # (a parameter is no plain tensor)
     for name in names:
