@@ -122,18 +122,32 @@ def apply(module: nn.Module, fn: _ApplyFn, recurse: bool = True) -> Any:
     """``module._apply(fn, recurse)`` for an autoreg module (``AutoRegisterMixin._apply``):
     nn.Module's work, then what the module carries.
 
-    The common case (plain tensors, each carried once, none the module's own) is written here,
-    not called: on the benchmark's small layer each extra call is measurable. Anything else is a
-    ``_Conversion``.
+    A module that carries nothing costs one small frame (the 2,000 blocks of the benchmark's
+    model: a larger one cost 40 ns more per block). For one that does, ``_carrying`` converts
+    the common case (plain tensors, each carried once, none the module's own) inline, without a
+    call per value: on the benchmark's small layer each extra call is measurable. Anything else
+    is a ``_Conversion``.
     """
+    d = module.__dict__
+    names = d.get(CARRYING)
     # The next _apply in the MRO, looked up by name so that a patched one is honoured; recurse is
     # passed on only when unset, as nn.Module does, so that overrides written before it existed
     # (torchmetrics' Metric._apply) keep working.
     apply_next: Any = type(module).__autoreg__.apply_next._apply  # type: ignore[attr-defined]
-    d = module.__dict__
-    names = d.get(CARRYING)
-    if not names:
+    if not names:  # nothing carried: nn.Module's work, from a frame kept small
         return apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
+    return _carrying(module, fn, recurse, d, names, apply_next)
+
+
+def _carrying(
+    module: nn.Module,
+    fn: _ApplyFn,
+    recurse: bool,
+    d: dict[str, Any],
+    names: dict[str, str],
+    apply_next: Any,
+) -> Any:
+    """``apply`` for a module that carries something (``names``, its ``CARRYING``)."""
     # Before nn.Module's work, while the old tensors are where the module registers them: is it
     # the common case? (Only code below the mixin runs until the conversion, and none of it
     # assigns what the model carries: the values read now are those converted.) One carried
