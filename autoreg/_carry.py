@@ -39,6 +39,7 @@ tensor assigned while the module is built, rather than register it, for the same
 
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
 from collections.abc import Callable
@@ -91,7 +92,9 @@ def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
     names it has carried (a name leaves it only when it is deleted)."""
     d = module.__dict__
-    key = role_key(name)
+    # Interned, as setattr interns the key it stores: every instance's list then holds the one
+    # string the instances' __dict__s hold, which .to() finds there by identity, in cache.
+    key = sys.intern(role_key(name))
     object.__setattr__(module, key, CARRIED)
     names = d.get(CARRYING)
     if names is None:
