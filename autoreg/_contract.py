@@ -22,7 +22,8 @@ The rows, in the order they are tried (docs, "The contract"):
    nn.Module's; a data descriptor (a property) decides what assigning means.
 8. a list, tuple or dict: carried.
 9. a declared tensor: a buffer; under ``autoreg.Carried``, carried (containers too).
-10. a tensor assigned while the module is built: a buffer (an autograd result: carried).
+10. a tensor assigned while the module is built: a buffer (an autograd result or a complex
+    tensor: carried).
 11. a tensor assigned at any other time: carried.
 12. anything else: nn.Module's.
 
@@ -38,6 +39,7 @@ from typing import Final, NamedTuple
 from ._declarations import Declaration
 from ._facts import (
     BUFFERS,
+    COMPLEX,
     CONTAINER,
     EXPLICIT,
     GRAD_LEAF,
@@ -156,7 +158,10 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     if declaration is not None:
         return _DECLARED[record.persistence(declaration)]
     if constructing:
-        if kind is GRAD_RESULT:
+        # An autograd result is state of a run; a complex tensor would be cast to a real dtype by
+        # nn.Module's .to(dtype) as a buffer, where the plain attribute it was is never touched:
+        # both are carried (_carry moves a complex one, and never to a real dtype).
+        if kind is GRAD_RESULT or kind is COMPLEX:
             return _CONSTRUCTION_RESULT
         return _CONSTRUCTION[record.persistent]
     return _RUNTIME

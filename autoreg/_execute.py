@@ -30,6 +30,7 @@ from ._contract import HAND_OVER, REGISTER, STORE, Decision
 from ._export import refuse_while_exporting
 from ._facts import (
     BUFFERS,
+    COMPLEX,
     GRAD_LEAF,
     GRAD_RESULT,
     MODULES,
@@ -66,7 +67,7 @@ _REGISTER_BUFFER: Final = nn.Module.register_buffer
 _REGISTER_PARAMETER: Final = nn.Module.register_parameter
 _GETATTR: Final = nn.Module.__getattr__
 _GETATTRIBUTE: Final = object.__getattribute__
-_STORED_AS_BUFFERS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, NONE)  # a tuple: see _facts.TENSORS
+_STORED_AS_BUFFERS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, NONE)  # see _facts.TENSORS
 _MISSING: Final = object()
 _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 

@@ -37,6 +37,7 @@ from ._walk import CONTAINERS
 
 __all__ = [
     "BUFFERS",
+    "COMPLEX",
     "CONTAINER",
     "EXPLICIT",
     "GRAD_LEAF",
@@ -73,6 +74,7 @@ class Kind(enum.IntEnum):  # IntEnum: hashed in C, situations are dictionary key
     NONE = 6  # None
     TRACED = 7  # for a buffer's name: a value whose type defines __torch_function__ (an fx Proxy)
     OTHER = 8  # any other value
+    COMPLEX = 9  # a complex tensor that does not require grad, while the module is built
 
 
 class Registry(enum.IntEnum):
@@ -86,18 +88,19 @@ class Registry(enum.IntEnum):
 
 # The members, bound once: a member looked up through its enum class costs about 0.1 µs, and an
 # assignment reads several.
-EXPLICIT, TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER, NONE, TRACED, OTHER = Kind
+EXPLICIT, TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER, NONE, TRACED, OTHER, COMPLEX = Kind
 PARAMETERS, BUFFERS, MODULES, UNBUILT = Registry
 # Tuples, not sets: compiled code tests membership in them, and dynamo on torch 2.6 cannot trace
 # ``frozenset.__contains__``.
-TENSORS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT)
-HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER)  # what .to() may convert
+TENSORS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX)
+HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to() may convert
 
 
 # Everything ``classify`` reads about one assignment, a plain tuple (a dictionary key, built on
 # every assignment: a NamedTuple takes a Python-level __new__):
 #   name          the attribute's name
-#   kind          what the value is (``Kind``)
+#   kind          what the value is (``Kind``); COMPLEX is read only while the module is built,
+#                 the one time it changes the decision (row 10), and is TENSOR otherwise
 #   role          the name's role (``_state.role_key``), or None
 #   registry      where nn.Module keeps the name (``Registry``), or None
 #   constructing  whether the module is being built (``_construction``); False for a name a
@@ -183,6 +186,8 @@ def situation(
         or CONSTRUCTING in d
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
+    if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
+        kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
 
 

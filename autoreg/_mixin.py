@@ -211,8 +211,9 @@ class AutoRegisterMixin(_MixinBase):
                 adopt(self)
         _declare_loaded(self)
 
-    # Convert parameters and buffers as nn.Module does, then what the tree carries: the function
-    # itself, not a method that calls it (.to() runs it once per autoreg module; a frame costs).
+    # Convert parameters and buffers as nn.Module does, then what the module carries, at the
+    # moment nn.Module converts a buffer held here: the function itself, not a method that calls
+    # it (.to() runs it once per autoreg module; a frame costs).
     _apply = apply
 
 

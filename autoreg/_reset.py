@@ -34,7 +34,9 @@ the same after ``model.load_state_dict(checkpoint, assign=True)`` on a meta mode
 ``to_empty``): the recomputed buffers land next to the loaded weights. Carried runtime tensors are
 not recomputed: the code that created them (usually ``forward``) does that again.
 
-The recomputed buffers keep the dtype and the device they had. A method that computes
+The recomputed buffers keep the dtype and the device they had (the entries of a ``BufferList`` or
+``BufferDict`` the module holds are its buffers too, whether the method rebuilds the container or
+replaces its entries). A method that computes
 ``inv_freq`` in the default float32, run after ``model.double()`` (or after
 ``from_pretrained(..., dtype=torch.float64)``), gives a float64 buffer: exactly what building the
 model normally and then calling ``.double()`` gives. The rule: a floating buffer that the method
@@ -55,6 +57,7 @@ import torch
 from torch import nn
 
 from ._carry import carried_values
+from ._containers import BufferDict, BufferList
 from ._walk import iter_tensors, map_tensors
 
 __all__ = ["reset_buffers"]
@@ -97,43 +100,52 @@ def reset_buffers(module: nn.Module, *, recurse: bool = True) -> list[str]:
     return reset
 
 
-_Placements = dict[str, dict[str, tuple[torch.dtype, torch.device]]]
+# Where a value is held: ("", name) on the module itself, (child, key) in a buffer container the
+# module holds under the attribute ``child`` (by its name: the method may replace the container).
+_Place = tuple[str, str]
+_Placements = dict[_Place, dict[str, tuple[torch.dtype, torch.device]]]
 
 
 def _placements(module: nn.Module) -> _Placements:
-    """``{name: {path: (dtype, device)}}`` for the buffers and carried values of ``module``."""
+    """``{place: {path: (dtype, device)}}`` for the buffers and carried values of ``module``."""
     return {
-        name: {path: (t.dtype, t.device) for path, t in iter_tensors(value)}
-        for name, value in _held(module).items()
+        place: {path: (t.dtype, t.device) for path, t in iter_tensors(value)}
+        for place, value in _held(module).items()
     }
 
 
 def _restore_placements(module: nn.Module, before: _Placements) -> None:
     """Give each recomputed buffer and carried tensor of ``module`` the floating dtype and the
     device it had."""
-    now = {name: dict(iter_tensors(value)) for name, value in _held(module).items()}
-    for name, tensors in now.items():
-        if name not in before:
+    for place, value in _held(module).items():
+        if place not in before:
             continue
+        was = before[place]
         restored = {
             id(t): moved
-            for path, t in tensors.items()
-            if path in before[name] and (moved := _restored(t, *before[name][path])) is not t
+            for path, t in iter_tensors(value)
+            if path in was and (moved := _restored(t, *was[path])) is not t
         }
         if restored:
             # Through __setattr__, as the method assigned it: a buffer keeps its persistence,
             # and a module whose own __setattr__ watches its attributes sees the new value.
-            setattr(module, name, map_tensors(_held(module)[name], _replacing(restored)))
+            child, name = place
+            owner = module._modules[child] if child else module
+            setattr(owner, name, map_tensors(value, _replacing(restored)))
 
 
 def _replacing(restored: dict[int, torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda tensor: restored.get(id(tensor), tensor)
 
 
-def _held(module: nn.Module) -> dict[str, object]:
-    held: dict[str, object] = {k: b for k, b in module._buffers.items() if b is not None}
+def _held(module: nn.Module) -> dict[_Place, object]:
+    """The buffers and carried values of ``module``, and the entries of its buffer containers."""
+    held: dict[_Place, object] = {("", k): b for k, b in module._buffers.items() if b is not None}
     if getattr(type(module), "__autoreg__", None) is not None:
-        held.update(carried_values(module))
+        held.update((("", k), v) for k, v in carried_values(module).items())
+    for child, container in module._modules.items():
+        if isinstance(container, (BufferList, BufferDict)):
+            held.update(((child, k), b) for k, b in container._buffers.items() if b is not None)
     return held
 
 

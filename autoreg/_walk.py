@@ -47,21 +47,32 @@ def iter_modules(value: object, path: str = "") -> Iterator[tuple[str, nn.Module
 
 
 def _iter_leaves(value: object, path: str, kind: type[_Leaf]) -> Iterator[tuple[str, _Leaf]]:
+    # Depth first, with a stack of its own rather than recursion: a list nested thousands deep
+    # is walked as any other (recursion raised RecursionError where nn.Module never looks).
     seen: set[int] = set()
+    stack: list[Iterator[tuple[str, object]]] = [iter([(path, value)])]
+    while stack:
+        for where, item in stack[-1]:
+            if id(item) in seen:
+                continue
+            if isinstance(item, kind):
+                seen.add(id(item))
+                yield where, item
+            elif isinstance(item, CONTAINERS):
+                seen.add(id(item))
+                stack.append(_entries(where, item))
+                break
+        else:
+            stack.pop()
 
-    def walk(item: object, where: str) -> Iterator[tuple[str, _Leaf]]:
-        if id(item) in seen:
-            return
-        if isinstance(item, kind):
-            seen.add(id(item))
-            yield where, item
-        elif isinstance(item, CONTAINERS):
-            seen.add(id(item))
-            entries = item.items() if isinstance(item, dict) else enumerate(item)
-            for key, child in entries:
-                yield from walk(child, f"{where}[{key!r}]")
 
-    return walk(value, path)
+def _entries(where: str, container: Any) -> Iterator[tuple[str, object]]:
+    entries = container.items() if isinstance(container, dict) else enumerate(container)
+    for key, child in entries:
+        yield f"{where}[{key!r}]", child
+
+
+_PENDING: Any = object()
 
 
 def map_tensors(
@@ -73,15 +84,19 @@ def map_tensors(
 
     Lists and dicts are updated in place, so that other references to them see the new tensors;
     tuples are rebuilt when an item changed (named tuples with ``_make``, which bypasses a custom
-    ``__new__``). Each container is visited once, so shared and cyclic structures are safe.
-    Nothing is changed unless every conversion succeeds: an exception from ``convert`` or from
-    rebuilding a tuple leaves ``value`` as it was. ``moved_by_own_to``, if given, converts a tuple
-    that defines its own ``.to()`` (a ``PackedSequence``) as a whole.
+    ``__new__``). Each container is visited once, so shared and cyclic structures are safe, and
+    at any depth (the walk keeps its own stack). Nothing is changed unless every conversion
+    succeeds: an exception from ``convert`` or from rebuilding a tuple leaves ``value`` as it
+    was. ``moved_by_own_to``, if given, converts a tuple that defines its own ``.to()`` (a
+    ``PackedSequence``) as a whole.
     """
     new_of: dict[int, Any] = {}  # id(container) -> what it becomes
     writes: list[tuple[Any, Any, Any]] = []  # (list or dict, key, new item): applied at the end
+    # One frame per container being walked: [container, its (key, item) entries, the new items]
+    stack: list[tuple[Any, list[tuple[Any, Any]], list[Any]]] = []
 
-    def walk(item: Any) -> Any:
+    def enter(item: Any) -> Any:
+        """What ``item`` becomes, or _PENDING for a container whose walk begins (a frame)."""
         if isinstance(item, torch.Tensor):
             return convert(item)
         if not isinstance(item, CONTAINERS):
@@ -89,30 +104,52 @@ def map_tensors(
         if id(item) in new_of:  # shared, or a cycle: visited once
             return new_of[id(item)]
         new_of[id(item)] = item
-        if isinstance(item, (list, dict)):
-            entries = list(item.items() if isinstance(item, dict) else enumerate(item))
-            for key, child in entries:
-                new = walk(child)
-                if new is not child:
-                    writes.append((item, key, new))
-            return item
-        if moved_by_own_to is not None and callable(getattr(item, "to", None)):
+        if isinstance(item, dict):
+            stack.append((item, list(item.items()), []))
+        elif isinstance(item, list):
+            stack.append((item, list(enumerate(item)), []))
+        elif moved_by_own_to is not None and callable(getattr(item, "to", None)):
             new_of[id(item)] = moved = moved_by_own_to(item)
             return moved
-        items = [walk(child) for child in item]
-        if all(new is old for new, old in zip(items, item, strict=True)):
+        else:
+            stack.append((item, list(enumerate(item)), []))
+        return _PENDING
+
+    def leave(item: Any, entries: list[tuple[Any, Any]], news: list[Any]) -> Any:
+        """What a container whose items were all walked becomes."""
+        if isinstance(item, (list, dict)):
+            writes.extend(
+                (item, key, new)
+                for (key, old), new in zip(entries, news, strict=True)
+                if new is not old
+            )
+            return item
+        if all(new is old for new, (_, old) in zip(news, entries, strict=True)):
             return item
         if hasattr(item, "_make"):
-            rebuilt = item._make(items)
+            rebuilt = item._make(news)
         else:
-            rebuilt = tuple(items) if type(item) is tuple else type(item)(items)
+            rebuilt = tuple(news) if type(item) is tuple else type(item)(news)
         new_of[id(item)] = rebuilt
         return rebuilt
 
-    result: _T = walk(value)
+    result = enter(value)
+    while stack:
+        item, entries, news = stack[-1]
+        if len(news) < len(entries):
+            new = enter(entries[len(news)][1])
+            if new is not _PENDING:
+                news.append(new)
+            continue
+        stack.pop()
+        new = leave(item, entries, news)
+        if stack:
+            stack[-1][2].append(new)
+        else:
+            result = new
     for container, key, new in writes:
         container[key] = new
-    return result
+    return result  # type: ignore[no-any-return]
 
 
 def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Tensor]]:

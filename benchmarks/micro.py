@@ -5,7 +5,8 @@ Each case is a statement timed on three setups: ``hand`` (an ``nn.Module`` writt
 ``control`` (a second ``hand`` setup: the noise floor), interleaved (``timing``). The classes are
 written once (``_classes``, built by ``zoo.variants``). Micro cases run on the CPU whatever the
 device: they measure Python-level overhead, not kernels. Targets: issue 14's and 29's, each case's
-``limit``.
+``limit`` (issue 29's for ``.to()``: one layer <= 1.05 with 100 or 2,000 modules alive, a whole
+2,000-block model <= 1.02; the round trip keeps issue 14's 1.01).
 """
 
 from __future__ import annotations
@@ -167,9 +168,9 @@ CASES: tuple[Case, ...] = (
     Case("to_roundtrip", f".to(f64).to(f32), {TOWER_BLOCKS} blocks",
          f"m{_ROUND_TRIP}", _instance, "Tower", limit=1.01, heavy=True),
     Case("to_noop", f".to(f32) no-op, {TOWER_BLOCKS} blocks", "m.to(torch.float32)",
-         _instance, "Tower", limit=1.03, heavy=True),
+         _instance, "Tower", limit=1.02, heavy=True),
     *(Case(f"to_per_layer_{n}", f".to(f64).to(f32) per layer, {n} alive",
-           f"next(layers){_ROUND_TRIP}", _alive(n), "Layer", limit=1.10) for n in (100, 2000)),
+           f"next(layers){_ROUND_TRIP}", _alive(n), "Layer", limit=1.05) for n in (100, 2000)),
 )  # fmt: skip
 
 

@@ -7,8 +7,14 @@ what autoreg cannot convert it leaves as nn.Module would; a model is never left 
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
+import signal
 import warnings
 import weakref
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,21 +100,25 @@ def test_property_2_what_a_to_moves_does_not_depend_on_what_happened_elsewhere()
     assert ema.table.dtype == torch.float64
 
 
-def test_aliases_keep_their_identity_within_one_to() -> None:
+def test_aliases_keep_their_identity_within_a_module_and_get_a_copy_across() -> None:
+    """An alias of the module's own buffer stays that buffer; one of another module's buffer is
+    converted by the module that carries it, as a buffer registered in two modules is."""
     parent = Layer()
     parent.child = Layer()
     parent.child.view = parent.table  # a carried alias of the parent's buffer
     parent.child.history = [parent.table, parent.child.table]
     parent.to(torch.float64)
-    assert parent.child.view is parent.table
-    assert parent.child.history[0] is parent.table
     assert parent.child.history[1] is parent.child.table
+    assert parent.child.view is parent.child.history[0]  # one tensor within the child
+    assert parent.child.view is not parent.table
+    assert parent.child.view.dtype == torch.float64
+    assert torch.equal(parent.child.view, parent.table)
 
 
 def test_each_carried_value_is_freed_once_it_is_converted() -> None:
-    """One .to() holds no more old carried values than nn.Module holds old buffers: one at a
-    time. (Converting all first and writing them back at the end kept every old value alive until
-    the end: for a carried cache, twice its memory on the device while .half() ran.)"""
+    """One .to() holds no more old carried values than nn.Module holds old buffers: each is freed
+    once converted. (Converting all first and writing them back at the end kept every old value
+    alive until the end: for a carried cache, twice its memory on the device while .half() ran.)"""
 
     class Stack(autoreg.Module):
         def __init__(self) -> None:
@@ -120,16 +130,17 @@ def test_each_carried_value_is_freed_once_it_is_converted() -> None:
     for layer in model.layers:
         layer.state = torch.zeros(4)
         originals.append(weakref.ref(layer.state))
-    alive_at_each_call: list[int] = []
+    alive_at_each_state: list[int] = []
 
     def fn(tensor: torch.Tensor) -> torch.Tensor:
-        alive_at_each_call.append(sum(ref() is not None for ref in originals))
+        if any(ref() is tensor for ref in originals):
+            alive_at_each_state.append(sum(ref() is not None for ref in originals))
         return tensor.double()
 
     model._apply(fn)
     assert all(layer.state.dtype == torch.float64 for layer in model.layers)
-    assert max(alive_at_each_call) == 3  # all three, while nn.Module converts the parameters
-    assert alive_at_each_call[-3:] == [3, 2, 1]  # then each is freed once it is converted
+    assert alive_at_each_state == [3, 2, 1]  # each freed once converted, before the next
+    assert all(ref() is None for ref in originals)
 
 
 class Pair(tuple):  # type: ignore[type-arg]
@@ -307,3 +318,316 @@ def test_a_shared_submodule_s_state_is_converted_as_often_as_the_twins_buffer(ow
     assert torch.equal(child.state, twin.state)
     assert child.state.dtype == twin.state.dtype == torch.float64
     assert role(child, "state") == "carried"
+
+
+# --- identity: promised within one module, under every root (issue 29 item 8) -------------------
+
+
+class Table(autoreg.Module):
+    """A buffer, and room for carried values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.table = torch.ones(3)  # a buffer
+
+
+class TwinTable(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.register_buffer("table", torch.ones(3), persistent=False)
+
+
+class AutoPair(autoreg.Module):
+    def __init__(self, first: nn.Module, second: nn.Module) -> None:
+        super().__init__()
+        self.first, self.second = first, second
+
+
+class PlainPair(nn.Module):
+    def __init__(self, first: nn.Module, second: nn.Module) -> None:
+        super().__init__()
+        self.first, self.second = first, second
+
+
+ROOTS = {
+    "alone": lambda m: m,
+    "autoreg root": lambda m: AutoPair(m, nn.Identity()),
+    "nn.Sequential": lambda m: nn.Sequential(m),
+    "plain wrapper": lambda m: PlainPair(nn.Identity(), m),
+}
+IDENTITY_MOVES = {
+    "double": lambda m: m.double(),
+    "to(meta)": lambda m: m.to("meta"),
+    "to_empty(meta)": lambda m: m.to_empty(device="meta"),
+}
+
+
+@pytest.mark.parametrize("move", IDENTITY_MOVES.values(), ids=IDENTITY_MOVES.keys())
+@pytest.mark.parametrize("root", ROOTS.values(), ids=ROOTS.keys())
+def test_an_alias_of_the_module_s_own_buffer_stays_that_buffer_under_every_root(
+    root: Any, move: Any
+) -> None:
+    model = Table()
+    model.view = model.table  # run time: carried
+    model.rows = [model.table, (model.view,), {"again": model.table}]
+    move(root(model))
+    assert model.view is model.table
+    assert model.rows[0] is model.rows[1][0] is model.rows[2]["again"] is model.table
+    assert len(list(model.buffers())) == 1  # nothing registered twice
+
+
+@pytest.mark.parametrize("move", IDENTITY_MOVES.values(), ids=IDENTITY_MOVES.keys())
+@pytest.mark.parametrize("root", ROOTS.values(), ids=ROOTS.keys())
+def test_a_tensor_carried_twice_by_a_module_stays_one_tensor_under_every_root(
+    root: Any, move: Any
+) -> None:
+    model = Table()
+    shared = torch.zeros(2)
+    model.a, model.b = shared, shared
+    model.lists = [shared, [shared]]
+    model.other = model.lists  # the same list, carried under two names
+    model.pair = (shared,)
+    move(root(model))
+    assert model.a is model.b is model.lists[0] is model.lists[1][0] is model.pair[0]
+    assert model.other is model.lists
+
+
+def test_a_tensor_carried_twice_by_a_module_is_converted_once() -> None:
+    """Seen through a function that is not idempotent: one conversion per tensor, not per place
+    (a list carried under two names used to be walked, and converted, twice)."""
+    model = Table()
+    shared = torch.zeros(2)
+    model.a, model.b = shared, shared
+    model.lists = [shared]
+    model.other = model.lists
+    model._apply(lambda t: t + 1)
+    assert model.a.tolist() == [1.0, 1.0]
+    assert model.a is model.b is model.lists[0]
+
+
+class Encoder(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.zeros(3)  # a buffer
+
+
+class TwinEncoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.zeros(3), persistent=False)
+
+
+class Decoder(autoreg.Module):
+    pass
+
+
+def _coupled(twin: bool) -> tuple[nn.Module, nn.Module]:
+    """An encoder with a buffer, and a decoder that holds it: carried, or on the twin registered
+    in both (nn.Module converts each registration on its own)."""
+    encoder, decoder = (TwinEncoder(), nn.Module()) if twin else (Encoder(), Decoder())
+    if twin:
+        decoder.register_buffer("cache", encoder.table, persistent=False)
+    else:
+        decoder.cache = encoder.table  # run time: carried by the decoder
+    return encoder, decoder
+
+
+COUPLED_ROOTS = {
+    "autoreg root": AutoPair,
+    "nn.Sequential": nn.Sequential,
+    "plain root": PlainPair,
+    "decoder first": lambda e, d: AutoPair(d, e),
+    "decoder below": lambda e, d: AutoPair(e, nn.Sequential(d)),
+}
+
+
+@pytest.mark.parametrize("root", COUPLED_ROOTS.values(), ids=COUPLED_ROOTS.keys())
+def test_across_modules_each_converts_its_own_as_nn_module_does_under_every_root(root: Any) -> None:
+    """What one .to() makes of a tensor two modules hold does not depend on the root: each
+    module converts what it holds, as nn.Module converts a buffer registered in two modules
+    (equal values, a tensor each). It used to stay one tensor under an autoreg root only."""
+    encoder, decoder = _coupled(twin=False)
+    twin_encoder, twin_decoder = _coupled(twin=True)
+    root(encoder, decoder).double()
+    root(twin_encoder, twin_decoder).double()
+    assert decoder.cache.dtype == encoder.table.dtype == twin_decoder.cache.dtype == torch.float64
+    assert torch.equal(decoder.cache, encoder.table)
+    assert (decoder.cache is encoder.table) == (twin_decoder.cache is twin_encoder.table)
+
+
+class Weights(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Table()
+        self.inner.lin.weight.requires_grad_(False)  # a frozen weight: no row 6 on the way
+
+
+@pytest.mark.parametrize("move", IDENTITY_MOVES.values(), ids=IDENTITY_MOVES.keys())
+@pytest.mark.parametrize("root", ROOTS.values(), ids=ROOTS.keys())
+def test_a_parameter_in_a_carried_value_is_the_parameter_nn_module_made(
+    root: Any, move: Any
+) -> None:
+    """A parameter is never converted by autoreg: a carried value that holds one of the module's
+    or of a module below it holds, after .to(), that parameter as nn.Module left it (the same
+    object, or the new one nn.Module makes on .to("meta"))."""
+    model = Weights()
+    model.params = [model.inner.lin.weight, {"bias": model.inner.lin.bias}]
+    move(root(model))
+    assert model.params[0] is model.inner.lin.weight
+    assert model.params[1]["bias"] is model.inner.lin.bias
+
+
+def test_the_promises_do_not_read_reference_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 item 10: CPython does not promise what sys.getrefcount reads (3.14 borrows stack
+    references and reads lower). A count that reads low once made an alias of a buffer look held
+    by nothing else, and .to() converted it on its own."""
+    from autoreg import _carry
+
+    monkeypatch.setattr(_carry, "_refcount", lambda _: 1, raising=False)
+    model = Table()
+    model.view = model.table
+    model.double()
+    assert model.view is model.table
+
+
+def test_no_part_of_autoreg_reads_reference_counts() -> None:
+    source = [path.read_text() for path in sorted(Path(autoreg.__file__).parent.rglob("*.py"))]
+    assert not [text for text in source if "getrefcount" in text or "_is_gil_enabled" in text]
+
+
+# --- cycles and shared submodules: as nn.Module, never worse (issue 29 item 9) -----------------
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Fail the test, not the suite, when the code under test does not return (a SIGALRM)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except TimeoutError:
+        pytest.fail(f"still running after {seconds} s", pytrace=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Node(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.ones(2)  # a buffer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.state = x * self.table  # carried
+        return self.state
+
+
+@pytest.mark.parametrize("cls", [Node, nn.Module], ids=["autoreg", "nn.Module"])
+def test_to_on_a_module_cycle_raises_recursion_error_as_nn_module(cls: type[nn.Module]) -> None:
+    """self.parent = parent makes a cycle through _modules: nn.Module's recursion raises
+    RecursionError at once; autoreg's walk of the tree went round the cycle for ever, growing."""
+    parent, child = cls(), cls()
+    if cls is Node:
+        parent(torch.ones(2))
+        child(torch.ones(2))
+    parent.child = child
+    child.parent = parent
+    with time_limit(3.0), pytest.raises(RecursionError):
+        parent.double()
+    fresh = Node()
+    fresh(torch.ones(2))
+    fresh.double()  # nothing of the failed call is left behind
+    assert fresh.state.dtype == torch.float64
+
+
+def _counted(model: nn.Module) -> int:
+    calls = 0
+
+    def fn(tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal calls
+        calls += 1
+        return tensor
+
+    model._apply(fn)
+    return calls
+
+
+@pytest.mark.parametrize("cls", [Node, nn.Module], ids=["autoreg", "nn.Module"])
+def test_a_submodule_under_two_names_at_each_level_costs_what_it_costs_nn_module(
+    cls: type[nn.Module],
+) -> None:
+    """nn.Module visits a child held under two names once (named_children): 40 levels are 40
+    visits. The walk followed both names at each level: 2**40 visits."""
+    levels = [cls() for _ in range(40)]
+    for level, below in itertools.pairwise(levels):
+        level.a = below
+        level.b = below
+        if cls is Node:
+            level(torch.ones(2))
+    with time_limit(3.0):
+        calls = _counted(levels[0])
+    per_level = 2 if cls is Node else 0  # the buffer, and the carried state (the last has none)
+    assert calls == per_level * 40 - (1 if cls is Node else 0)
+
+
+def test_a_submodule_shared_by_two_parents_at_each_level_is_converted_as_by_nn_module() -> None:
+    """Two parents at each level holding the same child: nn.Module converts the child once per
+    parent, 2**levels times at the bottom; carried state follows, no more, no fewer times."""
+
+    def diamond(cls: type[nn.Module], depth: int) -> nn.Module:
+        bottom = cls()
+        if cls is Node:
+            bottom(torch.ones(2))
+        for _ in range(depth):
+            left, right, top = cls(), cls(), cls()
+            left.child, right.child = bottom, bottom
+            top.left, top.right = left, right
+            bottom = top
+        return bottom
+
+    class TwinNode(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.ones(2), persistent=False)
+
+    auto, twin = diamond(Node, 6), diamond(TwinNode, 6)
+    twin_bottom = twin
+    while "left" in twin_bottom._modules:
+        twin_bottom = twin_bottom.left.child
+    twin_bottom.register_buffer("state", torch.ones(2), persistent=False)
+    assert _counted(auto) == _counted(twin)
+
+
+def test_nothing_keeps_a_converted_model_alive() -> None:
+    model = Node()
+    model(torch.ones(2))
+    model.view = model.table
+    model.double()
+    ref = weakref.ref(model)
+    del model
+    gc.collect()
+    assert ref() is None
+
+
+def test_property_7_a_container_nested_thousands_deep_is_converted_as_any_other() -> None:
+    """nn.Module never looks at a plain list, however deep; the walkers recursed, and .to()
+    raised RecursionError before converting anything."""
+    model = Layer()
+    deep: list[Any] = [torch.zeros(1)]
+    for _ in range(5000):
+        deep = [deep, (torch.zeros(1),)]
+    model.deep = deep
+    model.to(torch.float64)
+    assert model.lin.weight.dtype == torch.float64
+    level, count = model.deep, 0
+    while len(level) == 2:
+        assert level[1][0].dtype == torch.float64
+        level, count = level[0], count + 1
+    assert count == 5000
+    assert level[0].dtype == torch.float64

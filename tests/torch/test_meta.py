@@ -377,3 +377,68 @@ def test_reset_buffers_without_recursion_resets_one_module() -> None:
     assert autoreg.reset_buffers(outer, recurse=False) == [""]
     assert torch.equal(outer.scale, torch.ones(2))
     assert torch.equal(outer.child.scale, torch.full((2,), -1.0))  # left alone
+
+
+class Anchored(autoreg.Module):
+    """Derived constants held in buffer containers, rebuilt by ``reset_buffers()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.anchors = autoreg.BufferList([torch.arange(2.0), torch.arange(3)])
+        self.tables = autoreg.BufferDict({"sin": torch.arange(2.0).sin(), "ids": torch.arange(2)})
+
+
+class AnchoredInPlace(Anchored):
+    """The same, with the containers' entries replaced, not the containers."""
+
+    def reset_buffers(self) -> None:
+        if "anchors" not in self._modules:
+            super().reset_buffers()
+            return
+        self.anchors[0] = torch.arange(2.0)
+        self.anchors[1] = torch.arange(3)
+        self.tables["sin"] = torch.arange(2.0).sin()
+        self.tables["ids"] = torch.arange(2)
+
+
+class TwinAnchored(nn.Module):
+    """Anchored on nn.Module: the containers are autoreg's, the method the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.reset_buffers()
+
+    reset_buffers = Anchored.reset_buffers
+
+
+@pytest.mark.parametrize(
+    "cls", [Anchored, AnchoredInPlace, TwinAnchored], ids=["new containers", "entries", "twin"]
+)
+@pytest.mark.parametrize("move", ["double", "bfloat16", "meta"])
+def test_reset_buffers_keeps_buffer_container_entries_where_they_were(
+    cls: type[nn.Module], move: str
+) -> None:
+    """Issue 29 item 16: the entries of a BufferList / BufferDict the method rebuilds come back in
+    the floating dtype (and on the device) they had, as the module's own buffers do (they stayed
+    float32 after .double()); integer entries keep the computed dtype."""
+    expected = cls().to(torch.float64 if move == "double" else torch.bfloat16)
+    model = cls()
+    if move == "meta":  # built on meta, materialised, recomputed: as built normally
+        with torch.device("meta"):
+            model = cls()
+        model.to_empty(device="cpu")
+        expected = cls()
+    else:
+        model.to(expected.lin.weight.dtype)
+
+    assert reset_buffers(model) == [""]
+
+    got = {name: (b.dtype, b.device) for name, b in model.named_buffers()}
+    assert got == {name: (b.dtype, b.device) for name, b in expected.named_buffers()}
+    for name, buffer in expected.named_buffers():
+        assert torch.equal(model.get_buffer(name), buffer), name

@@ -47,6 +47,8 @@ class TwinNet(nn.Module):
 class PersistentDtypes(autoreg.Module, persistent=True):
     """One persistent buffer per dtype family, with values whose bits matter."""
 
+    z: autoreg.Persistent  # a complex tensor is carried unless declared (contract, row 10)
+
     def __init__(self) -> None:
         super().__init__()
         self.f32 = torch.tensor([float("nan"), -0.0, 1e-45, 3.4e38])
