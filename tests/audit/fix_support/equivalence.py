@@ -124,7 +124,7 @@ def _load_into(out: str, *targets: str) -> None:
     for number, target in enumerate(targets):
         try:
             model = load(target).model
-            model.load_state_dict(torch.load(f"{out}.{number}.state"), strict=True)
+            model.load_state_dict(torch.load(f"{out}.{number}.state", weights_only=True), strict=True)
             outcomes[target] = "ok"
         except Exception as error:  # noqa: BLE001 - reported
             outcomes[target] = f"{type(error).__name__}: {error}".splitlines()[0]
@@ -153,7 +153,8 @@ def compare(original: Path, migrated: Path, *targets: str) -> dict[str, dict[str
         before_file, after_file = f"{scratch}/before.pt", f"{scratch}/after.pt"
         _run(original, "probe", before_file, *targets)
         _run(migrated, "probe", after_file, *targets)
-        befores, afters = torch.load(before_file), torch.load(after_file)
+        befores = torch.load(before_file, weights_only=True)
+        afters = torch.load(after_file, weights_only=True)
         stricts = json.loads(_run(migrated, "load", before_file, *targets).splitlines()[-1])
     reports = {}
     for target in targets:
