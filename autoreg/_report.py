@@ -38,7 +38,14 @@ from ._messages.cli import (
 )
 from ._messages.describe import brief
 
-__all__ = ["audit_json", "audit_table", "format_forward", "report_text", "report_width"]
+__all__ = [
+    "audit_json",
+    "audit_table",
+    "count_strays",
+    "format_forward",
+    "report_text",
+    "report_width",
+]
 
 MIN_WIDTH: Final = 80
 MAX_WIDTH: Final = 120
@@ -114,7 +121,7 @@ def format_forward(forward: Forward, held: Sequence[Finding] = (), width: int = 
     mode = " and ".join(forward.modes) or "its own"
     blocks: list[str] = []
     if forward.findings:
-        count = len(_sites(forward.findings))
+        count = count_strays(forward.findings)
         summary = FORWARD_SUMMARY.format(
             count=count, strays="stray" if count == 1 else "strays", what=forward.what, mode=mode
         )
@@ -211,6 +218,12 @@ def _generic(finding: Finding) -> str:
     attribute that needs the same edit."""
     name = finding.attribute
     return finding.fix.replace(f"'{name}'", "name").replace(f"self.{name} ", "self.name ")
+
+
+def count_strays(findings: list[ForwardFinding]) -> int:
+    """How many strays ``findings`` are, as the report counts them: one per row (a site, its
+    kinds together; one attribute however many instances hold it)."""
+    return len(_sites(findings))
 
 
 def _sites(findings: list[ForwardFinding]) -> list[list[ForwardFinding]]:

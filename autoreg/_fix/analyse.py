@@ -8,8 +8,9 @@ recording: the state forward stores (a recurrent state, a cache, a mask) is then
 at the line that stored it, whether or not the forward audit could run. ``collect`` turns the
 attribute audit of the model after that call into ``Stray`` records.
 
-What could not be audited (the forward audit stopped, the forward raised) is one line each in
-``Analysis.not_audited``; the attribute fixes are made all the same.
+What could not be audited is one line in ``Analysis.not_audited``, worded as ``autoreg audit``
+words it (``_audit_cli.forward_report``: where it stopped, and whether the error is the model's
+own or a limit of the audit); the attribute fixes are made all the same.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import sys
 
 import torch
 
-from .._errors import ForwardAuditError
-from .._forward_audit import ForwardFinding, audit_forward
+from .._audit_cli import forward_report
+from .._forward_audit import ForwardFinding
 from .._frames import error_line, location
 from .._messages.describe import describe_error
-from .._messages.fix import FIX_FORWARD_RAISED, FIX_NOT_AUDITED_FORWARD
+from .._messages.fix import FIX_FORWARD_RAISED, FIX_NOT_AUDITED, FIX_NOT_AUDITED_FORWARD
+from .._report import count_strays
 from .._target import Target, load
 from .collect import collect
 from .sites import Stores, record_stores
@@ -35,14 +37,21 @@ __all__ = ["Analysis", "analyse"]
 
 @dataclasses.dataclass
 class Analysis:
-    """What ``fix`` knows about one target: its strays, how many tensors its forward makes where
-    ``.to()`` cannot reach (never rewritten), and what could not be audited, one line each."""
+    """What ``fix`` knows about one target: its strays, the forward audit's findings (what it
+    found before it stopped, if it did), and what could not be audited, one line each."""
 
     target: str
     strays: list[Stray]
-    made_by_forward: int = 0
+    forward: list[ForwardFinding] = dataclasses.field(default_factory=list)
     not_audited: list[str] = dataclasses.field(default_factory=list)
     forward_audited: bool = False
+
+    @property
+    def left_by_forward(self) -> int:
+        """The strays of the forward no edit of fix's is for, counted as ``autoreg audit``
+        counts its rows: what the forward makes or takes (a global, a closure's), not the state
+        it stores nor a plain attribute it reads (fixed or listed with the attributes)."""
+        return count_strays([f for f in self.forward if f.kind != "stored" and not f.attribute])
 
 
 def analyse(target: str) -> Analysis:
@@ -52,24 +61,16 @@ def analyse(target: str) -> Analysis:
         loaded = load(target)
     if loaded.args is None:
         return Analysis(target, collect(loaded.model, stores))
-    analysis = Analysis(target, [])
-    forward: list[ForwardFinding] = []
-    try:
-        forward = audit_forward(loaded.model, *loaded.args, **loaded.kwargs)
-        analysis.forward_audited = True
-    except Exception as error:  # noqa: BLE001 - ForwardAuditError, or the audit's copy failing
-        text = str(error).strip()
-        if not isinstance(error, ForwardAuditError):
-            text = describe_error(error)
-        reason = text.splitlines()[0] if text else type(error).__name__
-        analysis.not_audited.append(FIX_NOT_AUDITED_FORWARD.format(target=target, reason=reason))
-    # What forward makes itself (not an attribute it read): never an edit of fix's.
-    analysis.made_by_forward = sum(f.kind != "stored" and not f.entered for f in forward)
+    forward = forward_report(loaded, None, None)
+    analysis = Analysis(target, [], forward.findings, forward_audited=not forward.not_audited)
     ran = _run(loaded, stores)
-    if ran is not None:
+    if forward.not_audited:  # one line, as autoreg audit says it, whatever else it stops
+        template = FIX_NOT_AUDITED if ran is not None else FIX_NOT_AUDITED_FORWARD
+        analysis.not_audited.append(template.format(target=target, reason=forward.not_audited))
+    elif ran is not None:
         analysis.not_audited.append(FIX_FORWARD_RAISED.format(target=target, error=ran))
     # The state forward stores: from the call itself; from the audit when the call raised.
-    stored = forward if ran is not None else ()
+    stored = forward.findings if ran is not None else ()
     analysis.strays = collect(loaded.model, stores, stored)
     return analysis
 

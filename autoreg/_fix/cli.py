@@ -84,12 +84,11 @@ def run(args: argparse.Namespace) -> int:
         )
         if diff:
             emit(diff.removesuffix("\n"))
-    made_by_forward = sum(analysis.made_by_forward for analysis in analyses)
-    _report(plan, [result for _, result in rewrites.values()], made_by_forward)
+    _report(plan, [result for _, result in rewrites.values()], analyses)
     for line in (line for analysis in analyses for line in analysis.not_audited):
         print(line, file=sys.stderr)
-    # Left whatever is written: hand edits, what was not audited, what forward makes.
-    left = bool(plan.hand) or any(a.not_audited or a.made_by_forward for a in analyses)
+    # Left whatever is written: hand edits, what was not audited, what forward makes or takes.
+    left = bool(plan.hand) or any(a.not_audited or a.left_by_forward for a in analyses)
     if not args.write or not rewrites:
         if args.write:
             print(FIX_NOTHING, file=sys.stderr)
@@ -116,17 +115,20 @@ def _write(rewrites: dict[str, tuple[bytes, Rewrite]], plan: Plan) -> None:
         ]
 
 
-def _report(plan: Plan, results: list[Rewrite], made_by_forward: int) -> None:
+def _report(plan: Plan, results: list[Rewrite], analyses: list[Analysis]) -> None:
     """What the user should know besides the diff: state that joins ``state_dict()``, the hand
-    edits, what forward makes that fix does not rewrite."""
+    edits, what forward makes or takes that fix does not rewrite."""
     for edit in (edit for result in results for edit in result.made):
         if isinstance(edit, WrapModules):
             name = f"{edit.cls.qualname.rpartition('.')[2]}.{edit.attribute}"
             print(FIX_GAINS_STATE.format(name=name, container=edit.container), file=sys.stderr)
     _report_hand(plan)
-    if made_by_forward:
-        tensors = "tensor" if made_by_forward == 1 else "tensors"
-        print(FIX_FORWARD_STRAYS.format(count=made_by_forward, tensors=tensors), file=sys.stderr)
+    for analysis in analyses:
+        count = analysis.left_by_forward
+        if count:
+            tensors = "tensor" if count == 1 else "tensors"
+            note = FIX_FORWARD_STRAYS.format(target=analysis.target, count=count, tensors=tensors)
+            print(note, file=sys.stderr)
 
 
 def _reaudit(analyses: list[Analysis]) -> int:

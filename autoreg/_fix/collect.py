@@ -26,6 +26,8 @@ from .._forward_audit import ForwardFinding
 from .._frames import location
 from .._messages.audits import FIX_AUTOGRAD_RESULT, FIX_STORED, FIX_STORED_CONTAINER
 from .._messages.fix import (
+    FIX_HAND_ARRAY,
+    FIX_HAND_ARRAYS,
     FIX_HAND_AUTOGRAD,
     FIX_HAND_AUTOGRAD_EDIT,
     FIX_HAND_DEVICE_CACHE,
@@ -33,6 +35,8 @@ from .._messages.fix import (
     FIX_HAND_FINDING,
     FIX_HAND_GRAD,
     FIX_HAND_GRAD_EDIT,
+    FIX_HAND_IN_OBJECT,
+    FIX_HAND_IN_OBJECTS,
     FIX_HAND_MOVES_ITSELF,
     FIX_HAND_MOVES_ITSELF_EDIT,
     FIX_HAND_NO_SLOT,
@@ -46,6 +50,9 @@ from .._walk import CONTAINERS, iter_modules, iter_tensors
 from .sites import Stores
 from .strays import ClassInfo, Kind, Site, Stray
 
+# A finding's holder class, attribute and kind ("tensor", "object": in a plain object, "numpy").
+Key = tuple[type, str, str]
+
 __all__ = ["autoreg_keeps_complex", "collect"]
 
 
@@ -54,32 +61,58 @@ def collect(
 ) -> list[Stray]:
     """One ``Stray`` per class and attribute that leaves tensors behind, in the order
     ``find_unregistered`` reports them, then the state ``forward`` stores (its ``"stored"``
-    findings), with the sites ``stores`` recorded while the model was built."""
-    holders: dict[tuple[type, str], list[nn.Module]] = {}
-    fixes: dict[tuple[type, str], str] = {}
-    later: dict[tuple[type, str], list[Site]] = {}
+    findings), with the sites ``stores`` recorded while the model was built. Tensors inside a
+    plain object and numpy arrays are strays of their own, listed (``Kind.HAND``) with the
+    audit's fix: autoreg moves neither, in any style."""
+    holders: dict[Key, list[nn.Module]] = {}
+    fixes: dict[Key, str] = {}
+    paths: dict[Key, list[str]] = {}  # a held object's or an array's paths, in the first module
+    later: dict[Key, list[Site]] = {}
     for entry in locate_unregistered(model):
-        key = (type(entry.holder), entry.finding.attribute)
+        held = entry.finding
+        key = (type(entry.holder), held.attribute, held.kind)
         modules = holders.setdefault(key, [])
         if entry.holder not in modules:
             modules.append(entry.holder)
-        fixes.setdefault(key, entry.finding.fix)
+        fixes.setdefault(key, held.fix)
+        if entry.holder is modules[0]:
+            relative = held.path.removeprefix(f"{entry.holder_path}.")
+            paths.setdefault(key, []).append(relative)
     for finding in forward:
         if finding.kind == "stored":
             module = model.get_submodule(finding.module_path)
-            key = (type(module), finding.attribute)
+            key = (type(module), finding.attribute, "tensor")
             holders.setdefault(key, [module])
             fixes.setdefault(key, finding.fix)
             where = os.path.abspath(finding.filename)
             site = Site(where, finding.lineno, "forward", False, _stored_value(finding))
             later.setdefault(key, []).append(site)
     strays = []
-    for (cls, attribute), modules in holders.items():
+    for (cls, attribute, kind), modules in holders.items():
         sites = [site for module in modules for site in stores.of(module, attribute)]
-        sites += later.get((cls, attribute), [])
-        fix = fixes[cls, attribute]
-        strays.append(_stray(cls, attribute, modules[0], tuple(dict.fromkeys(sites)), fix))
+        sites += later.get((cls, attribute, kind), [])
+        fix, unique = fixes[cls, attribute, kind], tuple(dict.fromkeys(sites))
+        if kind == "tensor":
+            strays.append(_stray(cls, attribute, modules[0], unique, fix))
+        else:  # in a plain object, or a numpy array: autoreg moves neither, whatever the style
+            reason = _not_moved(
+                kind, modules[0].__dict__.get(attribute), paths[cls, attribute, kind]
+            )
+            strays.append(
+                Stray(_classes(cls), attribute, Kind.HAND, unique, reason=reason, edit=fix)
+            )
     return strays
+
+
+def _not_moved(kind: str, value: object, paths: list[str]) -> str:
+    """Why a tensor inside a plain object (``kind`` ``"object"``), or a numpy array, is listed:
+    neither ``.to()`` nor autoreg moves it."""
+    several = len(paths) > 1
+    if kind == "object":
+        holder = type(value).__name__
+        template = FIX_HAND_IN_OBJECTS if several else FIX_HAND_IN_OBJECT
+        return template.format(holder=holder, paths=", ".join(paths))
+    return (FIX_HAND_ARRAYS if several else FIX_HAND_ARRAY).format(paths=", ".join(paths))
 
 
 def _stored_value(finding: ForwardFinding) -> str:

@@ -34,6 +34,7 @@ from .sites import ByTensor
 from .tags import Tag, Tags
 
 __all__ = [
+    "CannotConvertError",
     "copy_inputs",
     "copy_model",
     "default_device_cpu",
@@ -83,17 +84,32 @@ def copy_model(model: nn.Module, low: torch.dtype | None, meta: bool) -> nn.Modu
         twin = copy.deepcopy(model, memo)
     except Exception as error:
         raise ForwardAuditError(_cannot_copy(model, memo, error), []) from error
-    with warnings.catch_warnings():
-        # nn.Module's .to(bfloat16) casts a complex buffer to a real dtype, with a warning:
-        # what the model does, not the audit's to report here.
-        warnings.simplefilter("ignore", UserWarning)
-        if meta:
-            twin.to(STAND_IN)
-        elif any(t.device.type != "cpu" for t in state(twin)):
-            twin.to("cpu")
-        if low is not None:
-            twin.to(low)
+    moves: list[torch.device | str | torch.dtype] = []
+    if meta:
+        moves.append(STAND_IN)
+    elif any(t.device.type != "cpu" for t in state(twin)):
+        moves.append("cpu")
+    if low is not None:
+        moves.append(low)
+    for move in moves:
+        try:
+            with warnings.catch_warnings():
+                # nn.Module's .to(bfloat16) casts a complex buffer to a real dtype, with a
+                # warning: what the model does, not the audit's to report here.
+                warnings.simplefilter("ignore", UserWarning)
+                twin.to(move)
+        except Exception as error:  # the model's own to(), said as such
+            raise CannotConvertError(move, error) from error
     return twin
+
+
+class CannotConvertError(ForwardAuditError):
+    """The copy's own ``.to(move)`` raised ``error``: the model's error, not the audit's."""
+
+    def __init__(self, move: torch.device | str | torch.dtype, error: Exception) -> None:
+        super().__init__(describe_error(error), [])
+        self.move = move
+        self.error = error
 
 
 def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> str:

@@ -14,6 +14,7 @@ from .._errors import ForwardAuditError
 from .._frames import error_line, location
 from .._messages.audits import (
     BAD_FORWARD_MODE,
+    CANNOT_CONVERT,
     FORWARD_AUDIT_LIMIT,
     FORWARD_OWN_ERROR,
     FORWARD_RAISED_META,
@@ -28,6 +29,7 @@ from .._messages.audits import (
 from .._messages.describe import describe_error, dtype_name
 from .calls import Calls
 from .copying import (
+    CannotConvertError,
     copy_inputs,
     copy_model,
     default_device_cpu,
@@ -139,7 +141,10 @@ def _run(
     array in a float32 model).
     """
     meta = on_meta(model)
-    twin = copy_model(model, low, meta)
+    try:
+        twin = copy_model(model, low, meta)
+    except CannotConvertError as error:
+        _not_converted(error, model, step, low, records)
     if training is not None:
         twin.train(training)
     mode: ModeName = "train" if twin.training else "eval"
@@ -214,6 +219,31 @@ def _stopped(
     before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
     message = template.format(**names, found=before)
     raise ForwardStoppedError(message, found, _one_line(message)) from error
+
+
+def _not_converted(
+    error: CannotConvertError,
+    model: nn.Module,
+    step: Step | None,
+    low: torch.dtype | None,
+    records: Records,
+) -> NoReturn:
+    """Raise ``ForwardAuditError``: the copy's own ``.to()`` raised, with what was found before
+    (the pass in the model's own dtype, when the one in ``low`` cannot be converted)."""
+    cls, filename_line = type(model).__name__, error_line(error.error)
+    where = f" (at {location(*filename_line)})" if filename_line else ""
+    move = str(error.move) if isinstance(error.move, torch.dtype) else repr(str(error.move))
+    found = finish(records, _device_of(model))
+    before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
+    message = CANNOT_CONVERT.format(
+        what=what_runs(model, step),
+        low=dtype_name(low) if low is not None else "its own dtype",
+        cls=cls,
+        move=move,
+        error=f"{describe_error(error.error).splitlines()[0]}{where}",
+        found=before,
+    )
+    raise ForwardStoppedError(message, found, _one_line(message)) from error.error
 
 
 class ForwardStoppedError(ForwardAuditError):

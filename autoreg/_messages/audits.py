@@ -215,6 +215,12 @@ LOW_PRECISION_RAISED: Final = """\
 It does without the audit too (checked), on the CPU. If {cls} does not run in {low}, skip the \
 dtype pass: audit_forward(..., low_precision=None). {found}"""
 
+CANNOT_CONVERT: Final = """\
+{what} is not audited in {low}: {cls}.to({move}) raises {error}
+An error of the model's own to(), not of the audit: the audit converts its copy of the model as \
+a user would, with {cls}'s own to(). If {cls} does not run in {low}, skip the dtype pass: \
+audit_forward(..., low_precision=None). {found}"""
+
 LOW_PRECISION_LIMIT: Final = """\
 the audit cannot follow {what} once converted to {low}, at {where}: {error}
 Without the audit, it runs in {low} on the CPU (checked): a limit of the audit; please report \

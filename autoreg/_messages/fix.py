@@ -258,15 +258,34 @@ FIX_HAND_BASES_EDIT: Final = (
     "bases of {cls}"
 )
 
+FIX_HAND_IN_OBJECT: Final = (
+    "a tensor inside a {holder} object ({paths}): neither .to() nor autoreg moves tensors "
+    "inside other objects"
+)
+
+FIX_HAND_IN_OBJECTS: Final = (
+    "tensors inside a {holder} object ({paths}): neither .to() nor autoreg moves tensors "
+    "inside other objects"
+)
+
+FIX_HAND_ARRAY: Final = "a numpy array ({paths}): neither .to() nor autoreg moves numpy arrays"
+
+FIX_HAND_ARRAYS: Final = "numpy arrays ({paths}): neither .to() nor autoreg moves numpy arrays"
+
 FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
 
 FIX_FORWARD_STRAYS: Final = (
-    "note: forward also makes {count} {tensors} on the default device or dtype, which autoreg "
-    "fix does not rewrite: autoreg audit --forward lists them with their fixes."
+    "note: the forward of {target} makes or takes {count} {tensors} that stay behind when the "
+    "model moves, which autoreg fix does not rewrite: autoreg audit {target} --forward lists "
+    "them with their fixes."
 )
 
 FIX_NOT_AUDITED_FORWARD: Final = (
-    "autoreg fix: not audited: the tensors the forward of {target} makes ({reason})"
+    "autoreg fix: not audited: what the forward of {target} makes ({reason})"
+)
+
+FIX_NOT_AUDITED: Final = (
+    "autoreg fix: not audited: the forward of {target}, what it makes and what it stores ({reason})"
 )
 
 FIX_FORWARD_RAISED: Final = (

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from autoreg import _audit_cli
 from autoreg._errors import ForwardAuditError
-from autoreg._fix import analyse
 
 from .fix_support import Project, project
 
@@ -124,8 +124,9 @@ def build():
 
 def _audit_cannot_run(*args: object, **kwargs: object) -> None:
     raise ForwardAuditError(
-        "the forward of Net raised on the meta device, at m.py:12: NotImplementedError: no "
-        "meta kernel\nThe audit runs one forward on meta, which has no values.",
+        "the audit cannot follow the forward of Net at m.py:12: NotImplementedError: no kernel\n"
+        "Without the audit, it runs on the CPU (checked): a limit of the audit, not an error of "
+        "the model; please report it.",
         [],
     )
 
@@ -138,7 +139,7 @@ def test_the_attribute_fixes_are_written_when_the_forward_audit_cannot_run(
     style: str,
 ) -> None:
     """Before: exit 2 and nothing written."""
-    monkeypatch.setattr(analyse, "audit_forward", _audit_cannot_run)
+    monkeypatch.setattr(_audit_cli, "audit_forward", _audit_cannot_run)
     project.write("m", STATEFUL)
     target = f"{project.name}.m:build"
     status, out, err = project.fix(capsys, target, "--style", style)
@@ -154,8 +155,9 @@ def test_the_attribute_fixes_are_written_when_the_forward_audit_cannot_run(
     assert added == expected
     not_audited = [line for line in err.splitlines() if "not audited" in line]
     assert not_audited == [
-        f"autoreg fix: not audited: the tensors the forward of {target} makes (the forward of "
-        "Net raised on the meta device, at m.py:12: NotImplementedError: no meta kernel)"
+        f"autoreg fix: not audited: what the forward of {target} makes (the audit cannot follow "
+        "the forward of Net at m.py:12: NotImplementedError: no kernel; without the audit, it "
+        "runs on the CPU (checked))"
     ]
 
 
@@ -186,7 +188,8 @@ def test_a_forward_that_raises_leaves_the_attribute_fixes_and_says_so(
     status, out, err = project.fix(capsys, target, "--style", "buffer")
     assert status == 1
     assert '+        self.register_buffer("mask", torch.ones(3), persistent=False)' in out
-    assert (
-        f"autoreg fix: not audited: the state the forward of {target} stores (one call on the "
-        f"CPU raised RuntimeError: needs a GPU (at {project.name}/m.py:11))"
-    ) in err.splitlines()
+    assert [line for line in err.splitlines() if "not audited" in line] == [
+        f"autoreg fix: not audited: the forward of {target}, what it makes and what it stores "
+        f"(the forward of Net raises at {project.name}/m.py:11: RuntimeError: needs a GPU; it "
+        "raises on the CPU without the audit too (checked))"
+    ]

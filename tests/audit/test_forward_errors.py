@@ -118,3 +118,37 @@ def test_an_error_after_stand_in_values_were_read_says_so() -> None:
     assert "the forward read 1 value(s) it could not compute from the inputs alone" in message
     assert OWN not in message
     assert autoreg.audit_forward(Guesses(), torch.ones(2, DIM)) == []  # on the CPU: runs
+
+
+class RefusesDtypes(Linear):
+    """A to() of its own that takes a device only: .to(torch.bfloat16) raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device = torch.device("cpu")
+
+    def to(self, device):  # type: ignore[no-untyped-def, override]
+        self.device = torch.device(device)
+        return super().to(device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) + torch.ones(DIM, device=self.device)
+
+
+def test_a_to_of_the_models_own_that_refuses_a_dtype_stops_the_dtype_pass_with_its_error() -> None:
+    """The dtype pass converts the copy with the model's own .to(torch.bfloat16), which raises:
+    an error of the model's own to(), said in one line, with what the first pass found. Before:
+    the TypeError came out of audit_forward as it was (a traceback from autoreg audit)."""
+    with pytest.raises(ForwardAuditError) as caught:
+        autoreg.audit_forward(RefusesDtypes(), torch.ones(2, DIM))
+    message = str(caught.value)
+    assert message.startswith(
+        "the forward of RefusesDtypes is not audited in bfloat16: RefusesDtypes.to(torch.bfloat16) "
+        "raises TypeError: "
+    )
+    assert "An error of the model's own to(), not of the audit" in message
+    [device] = caught.value.findings  # the first pass ran: torch.ones on self.device
+    assert (device.kind, device.lineno) == ("device", line_of(RefusesDtypes, "torch.ones(DIM"))
+    summary = autoreg._forward_audit.not_audited(caught.value)
+    assert summary.endswith("; an error of the model's own to(), not of the audit")
+    assert "\n" not in summary
