@@ -27,10 +27,10 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = "docs"
-# Files the pages may still link to as if they were in docs/ (``examples/net.py`` from
-# docs/audits.md, which the repository view cannot follow): the site keeps them under the same
-# paths until every page links ``../examples/net.py``.
-SHARED = ("examples/*.py", "benchmarks/results/*.md")
+# Files the pages may still link to as if they were in docs/ (``benchmarks/results/*.md`` from
+# docs/benchmarks.md, which the repository view cannot follow): the site keeps them under the same
+# paths until every page links ``../benchmarks/results/...``.
+SHARED = ("benchmarks/results/*.md",)
 STAND_IN = re.compile(r"<!-- site-page: (?P<path>\S+) -->\n")
 # Fenced blocks and code spans, whose text is code, not links.
 CODE = re.compile(
