@@ -27,9 +27,6 @@ LINKED_PAGES = [*pages(), ROOT / "CHANGELOG.md"]
 # test fails on an entry that is no longer broken.
 KNOWN_BROKEN = {
     ("docs/audits.md", "examples/net.py"),
-    ("docs/benchmarks.md", "benchmarks/results/cpu-2026-12-02.md"),
-    ("docs/benchmarks.md", "benchmarks/results/cpu-2026-12-03-4041bf3.md"),
-    ("docs/benchmarks.md", "benchmarks/results/cpu-2026-12-03.md"),
     ("docs/migrating.md", "examples/autoreg_model.py"),
     ("docs/migrating.md", "examples/legacy_model.py"),
     ("docs/migrating.md", "examples/migrated_model.py"),
