@@ -6,7 +6,7 @@ CONTRIBUTING.md, ``docs/contract.md``. On the site, ``docs/X.md`` is ``X.html``.
 
 - adds to the site the repository files outside docs/ that the pages link to, under their
   repository paths (``examples/net.py``; a Markdown file such as ``benchmarks/results/*.md`` is
-  rendered as a page), and those of ``SHARED``;
+  rendered as a page);
 - rewrites each link to a repository path into the site's path of that file;
 - shows a repository file in place of the docs/ page that stands for it: a page whose first line
   is ``<!-- site-page: ../CHANGELOG.md -->`` is, in the repository view, a pointer to that file,
@@ -27,10 +27,6 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = "docs"
-# Files the pages may still link to as if they were in docs/ (``benchmarks/results/*.md`` from
-# docs/benchmarks.md, which the repository view cannot follow): the site keeps them under the same
-# paths until every page links ``../benchmarks/results/...``.
-SHARED = ("benchmarks/results/*.md",)
 STAND_IN = re.compile(r"<!-- site-page: (?P<path>\S+) -->\n")
 # Fenced blocks and code spans, whose text is code, not links.
 CODE = re.compile(
@@ -49,11 +45,10 @@ def repository_links(markdown: str, folder: str) -> list[str]:
     """The repository paths the relative links of ``markdown`` point to (``folder``: where it
     lies), outside code."""
     found = []
-    for text in _prose(markdown):
-        for match in LINK.finditer(text):
-            target = match.group("target").partition("#")[0]
-            if target and not EXTERNAL.match(target):
-                found.append(posixpath.normpath(posixpath.join(folder, target)))
+    for match in _links(markdown):
+        target = match.group("target").partition("#")[0]
+        if target and not EXTERNAL.match(target):
+            found.append(posixpath.normpath(posixpath.join(folder, target)))
     return found
 
 
@@ -66,7 +61,7 @@ def on_files(files: Files, config: Any) -> Files:
             folder = page.parent.relative_to(ROOT).as_posix()
             target = posixpath.normpath(posixpath.join(folder, stand_in.group("path")))
             _site_paths[target] = page.relative_to(ROOT / DOCS).as_posix()
-    shared = {path.relative_to(ROOT).as_posix() for g in SHARED for path in ROOT.glob(g)}
+    shared: set[str] = set()
     texts = [*sources, *(ROOT / path for path in _site_paths)]  # the pages, what stand-ins show
     for text in texts:
         folder = text.relative_to(ROOT).parent.as_posix()
@@ -91,8 +86,11 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         source = posixpath.normpath(posixpath.join(posixpath.dirname(source), stand_in["path"]))
         markdown = (ROOT / source).read_text(encoding="utf-8")
     folder, here = posixpath.dirname(source), posixpath.dirname(page.file.src_uri)
+    code = _code(markdown)
 
     def rewrite(match: re.Match[str]) -> str:
+        if _in_code(match.start(), code):
+            return match.group(0)
         target, hash_, anchor = match.group("target").partition("#")
         if not target or EXTERNAL.match(target):
             return match.group(0)
@@ -103,22 +101,20 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
             return match.group(0)
         return match.group("head") + posixpath.relpath(site, here or ".") + hash_ + anchor
 
-    return _map_prose(markdown, lambda text: LINK.sub(rewrite, text))
+    return LINK.sub(rewrite, markdown)
 
 
-def _prose(markdown: str) -> list[str]:
-    """The pieces of ``markdown`` between code."""
-    pieces, start = [], 0
-    for code in CODE.finditer(markdown):
-        pieces.append(markdown[start : code.start()])
-        start = code.end()
-    return [*pieces, markdown[start:]]
+def _code(markdown: str) -> list[tuple[int, int]]:
+    """Where ``markdown``'s fenced blocks and code spans are."""
+    return [code.span() for code in CODE.finditer(markdown)]
 
 
-def _map_prose(markdown: str, change: Any) -> str:
-    """``markdown`` with ``change`` applied to its pieces between code."""
-    out, start = [], 0
-    for code in CODE.finditer(markdown):
-        out += [change(markdown[start : code.start()]), code.group(0)]
-        start = code.end()
-    return "".join([*out, change(markdown[start:])])
+def _in_code(position: int, code: list[tuple[int, int]]) -> bool:
+    return any(start <= position < end for start, end in code)
+
+
+def _links(markdown: str) -> list[re.Match[str]]:
+    """The links of ``markdown`` that begin outside code (their text may hold a code span:
+    ``[`cpu.md`](../benchmarks/results/cpu.md)``)."""
+    code = _code(markdown)
+    return [match for match in LINK.finditer(markdown) if not _in_code(match.start(), code)]

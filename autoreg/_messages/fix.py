@@ -275,9 +275,9 @@ FIX_HAND_ARRAYS: Final = "numpy arrays ({paths}): neither .to() nor autoreg move
 FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
 
 FIX_FORWARD_STRAYS: Final = (
-    "note: the forward of {target} makes or takes {count} {tensors} that stay behind when the "
-    "model moves, which autoreg fix does not rewrite: autoreg audit {target} --forward lists "
-    "them with their fixes."
+    "note: the forward of {target} makes or takes {count} {tensors} that would stay behind when "
+    "the model moves; autoreg fix does not rewrite forward code: autoreg audit {target} --forward "
+    "lists each with its fix."
 )
 
 FIX_NOT_AUDITED_FORWARD: Final = (

@@ -21,15 +21,6 @@ from .pages import DOCS, ROOT, pages
 from .sources import source_files
 
 LINKED_PAGES = [*pages(), ROOT / "CHANGELOG.md"]
-# Broken in the repository view, on pages other work is changing: each is written as if docs/ held
-# the repository's folders (the site does, the repository does not). The fix is `../` in front
-# (`../examples/net.py`), which the site follows too. Remove an entry once its page is fixed: the
-# test fails on an entry that is no longer broken.
-KNOWN_BROKEN = {
-    ("docs/benchmarks.md", "benchmarks/results/cpu-2026-12-02.md"),
-    ("docs/benchmarks.md", "benchmarks/results/cpu-2026-12-03-4041bf3.md"),
-    ("docs/benchmarks.md", "benchmarks/results/cpu-2026-12-03.md"),
-}
 
 
 def _sources() -> set[str]:
@@ -41,8 +32,7 @@ def _sources() -> set[str]:
 
 def test_every_link_works_in_the_repository_view() -> None:
     broken = check_repository_view(ROOT, LINKED_PAGES, _sources())
-    assert [str(b) for b in broken if (b.page, b.target) not in KNOWN_BROKEN] == []
-    assert {(b.page, b.target) for b in broken} == KNOWN_BROKEN, "fixed: remove from KNOWN_BROKEN"
+    assert [str(b) for b in broken] == []
 
 
 @pytest.mark.parametrize(

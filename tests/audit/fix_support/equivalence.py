@@ -124,7 +124,9 @@ def _load_into(out: str, *targets: str) -> None:
     for number, target in enumerate(targets):
         try:
             model = load(target).model
-            model.load_state_dict(torch.load(f"{out}.{number}.state", weights_only=True), strict=True)
+            model.load_state_dict(
+                torch.load(f"{out}.{number}.state", weights_only=True), strict=True
+            )
             outcomes[target] = "ok"
         except Exception as error:  # noqa: BLE001 - reported
             outcomes[target] = f"{type(error).__name__}: {error}".splitlines()[0]
