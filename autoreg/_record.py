@@ -113,7 +113,7 @@ class ClassRecord:
         self.setattr_next: type  # base's override)
         if parent is not None:  # its MRO is the base's, after the class itself
             self.namespaces = (cls.__dict__, *parent.namespaces)
-            self.snapshot = (dict(cls.__dict__), *parent.snapshot)
+            self.snapshot = (cls.__dict__.copy(), *parent.snapshot)
             self.apply_next = parent.apply_next
             self.setattr_next = parent.setattr_next
         else:
