@@ -1,11 +1,12 @@
 """``.to()`` for what autoreg carries (rows 8, 10 and 11): where nn.Module converts a buffer.
 
 What autoreg carries is recorded where the decision is carried out (``_execute``): an assignment
-whose decision ``moves`` a value autoreg stores marks the name ``CARRIED``; any other assignment,
-a deletion or a registration takes the mark away (``_state``). ``.to()``, the audits and
+whose decision ``moves`` a value autoreg stores marks the name ``CARRIED``; any other assignment
+but ``None`` (a state reset keeps the mark: nothing to convert until a tensor comes back), a
+deletion or a registration takes the mark away (``_state``). ``.to()``, the audits and
 ``reset_buffers`` read the same mark (``carried``), so they agree with the contract by
 construction; a copy carries what the original carries, since it copies the marks; and a value
-that nothing carries any more (``self.h = None``) is not looked at. An instance unpickled from
+that nothing carries any more (``self.h = 3``) is not looked at. An instance unpickled from
 before its class used autoreg is adopted: what the contract would carry is marked (``adopt``).
 
 One ``.to()`` (any ``_apply``): nn.Module's ``_apply`` converts a module's children, then its

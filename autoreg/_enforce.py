@@ -22,7 +22,10 @@ from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
 from ._facts import why_no_buffer_slot
 from ._messages.contract import (
+    CARRIED_COMPLEX,
+    CARRY_COMPLEX,
     FIXES_CARRIED,
+    FIXES_COMPLEX,
     FIXES_REGISTERED,
     GRAD_LEAF,
     NO_BUFFER_SLOT,
@@ -83,6 +86,8 @@ def enforce(
             action = f"register it as a {kind} buffer ({reason})"
             past = f"registered as a {kind} buffer because {reason}"
             fixes = FIXES_REGISTERED
+        elif isinstance(value, torch.Tensor) and value.is_complex():
+            action, past, fixes = CARRY_COMPLEX, CARRIED_COMPLEX, FIXES_COMPLEX
         else:
             action = "carry it along with .to() as runtime state, outside state_dict"
             past = "carried as runtime state: it moves with .to() but is not in state_dict"

@@ -2,7 +2,8 @@
 
 Four actions (``_contract.Action``). STORE stores the value exactly as nn.Module's ``__setattr__``
 would - rows 3 to 8, 11 and 12 all do, carried values included; when the decision ``moves`` the
-value, the name is marked carried (``_carry.carry``), and any other outcome takes the mark away.
+value, the name is marked carried (``_carry.carry``), and any other outcome but a None stored
+over a carried value takes the mark away.
 REGISTER registers a buffer (rows 9 and 10), HAND_OVER hands the value to nn.Module after autoreg
 gives the name up (row 1), RELEASE unregisters an auto-registered buffer before the value is
 assigned afresh (row 2).
@@ -103,6 +104,16 @@ def execute(
         if moves:
             if role != CARRIED:
                 carry(module, name)
+            return
+        if (
+            kind is NONE
+            and role == CARRIED
+            and (record.direct or module.__dict__.get(name, _MISSING) is None)
+        ):
+            # None, where it landed in the __dict__, keeps the mark: .to() passes over it, and
+            # the next tensor stored is carried as it would be anyway. Compiled code reads the
+            # name's role: a None between two compiled calls (a state reset) must not change it,
+            # as it changes nothing dynamo guards on for the twin.
             return
     elif action is REGISTER:
         if not constructing:

@@ -279,6 +279,7 @@ _PARAMETER: Final = nn.Parameter
 _KINDS_BY_TYPE: Final[dict[type, Kind]] = {
     **dict.fromkeys((int, float, bool, str, bytes, complex), OTHER),
     type(None): NONE,
+    type: OTHER,  # a class (torch's parametrizations assign __class__): what kind_of finds
     **dict.fromkeys((list, tuple, dict), CONTAINER),
     nn.Parameter: EXPLICIT,
 }

@@ -162,7 +162,8 @@ class AutoRegisterMixin(_MixinBase):
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
         d = self.__dict__
-        d.pop(role_key(name), None)  # a name deleted is a new name
+        key = type(self).__autoreg__.role_keys.get(name) or role_key(name)
+        d.pop(key, None)  # a name deleted is a new name
         carrying = d.get(CARRYING)
         # UNLISTED: the list is made again from the roles; a list is replaced, never changed
         # in place (_state)

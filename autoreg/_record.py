@@ -113,7 +113,7 @@ class ClassRecord:
         self.setattr_next: type  # base's override)
         if parent is not None:  # its MRO is the base's, after the class itself
             self.namespaces = (cls.__dict__, *parent.namespaces)
-            self.snapshot = (dict(cls.__dict__), *parent.snapshot)
+            self.snapshot = (cls.__dict__.copy(), *parent.snapshot)
             self.apply_next = parent.apply_next
             self.setattr_next = parent.setattr_next
         else:
@@ -165,10 +165,13 @@ class ClassRecord:
         # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
         # typed loosely, so that this module imports neither, which both read). classify reads
         # the declarations and the persistence: where they are the base's, so are its decisions
-        # (a situation holds what the class defines under the name).
+        # (a situation holds what the class defines under the name): then they are one dict,
+        # shared, so that what one parametrized class of torch's learnt (a class per instance,
+        # each gone with its parametrization) the next one finds. Cleared only by ``finalize``,
+        # which a final record never runs again.
         self.decisions: dict[tuple[Any, ...], Any] = {}
         if parent is not None and parent.persistent == self.persistent and self.final:
-            self.decisions = dict(parent.decisions)
+            self.decisions = parent.decisions
         # name -> _state.role_key(name), for eager assignments: built once per class and name, so
         # that an assignment looks its role up without building and hashing a new string.
         self.role_keys: dict[str, str] = parent.role_keys if parent is not None else {}

@@ -24,7 +24,9 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
     For an instance of a class you cannot edit (a third-party model): every module in the tree
     that keeps a tensor in a plain attribute gets it registered through ``register_buffer``, so
     that ``.to()`` moves it and global buffer-registration hooks see it. The rules are autoreg's:
-    tensors that require grad (weights meant as parameters, autograd results), ``nn.Parameter``s,
+    tensors that require grad (weights meant as parameters, autograd results), complex tensors
+    (``.to(a real dtype)`` casts a buffer and drops its imaginary part, where nn.Module never
+    touches a plain attribute: move it where it is used), ``nn.Parameter``s,
     names defined on the class (a property, a class-level default), nn.Module's internal
     attributes, names an autoreg module already owns or declares ``autoreg.Plain``, and the
     tensors that ``prune`` / ``weight_norm`` / ``spectral_norm`` recompute each forward are left
@@ -48,6 +50,7 @@ def register_tensors(module: nn.Module, *, persistent: bool = False) -> list[str
                 not isinstance(value, torch.Tensor)
                 or isinstance(value, nn.Parameter)
                 or value.requires_grad
+                or value.is_complex()  # a buffer's .to(a real dtype) would drop its imaginary part
                 or carried_by_autoreg(sub, name, value)
                 or why_no_buffer_slot(type(sub), name) is not None
             ):

@@ -37,6 +37,7 @@ INTEGRATIONS = (  # the `integrations` extra of pyproject.toml
     "onnx",
     "onnxscript",
     "onnxruntime",
+    "pyro",  # pyro-ppl
 )
 REQUIRE_INTEGRATIONS = "AUTOREG_REQUIRE_INTEGRATIONS"
 SLOW = "AUTOREG_TEST_SLOW"

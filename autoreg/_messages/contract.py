@@ -55,9 +55,21 @@ _BY_HAND: Final = """\
     a weight to train:           self.{name} = nn.Parameter(value)
     never registered or moved:   {name}: autoreg.Plain"""
 # The fixes for a tensor autoreg would register (construction: a buffer first) or carry (run
-# time: carried first).
+# time: carried first); for a complex tensor no buffer, which .to(a real dtype) would cast.
 FIXES_REGISTERED: Final = _EXPLICIT + _BUFFERS + _CARRIED + _BY_HAND
 FIXES_CARRIED: Final = _EXPLICIT + _CARRIED + _BUFFERS + _BY_HAND
+FIXES_COMPLEX: Final = (
+    _EXPLICIT
+    + "    carried, as it is now:       {name}: autoreg.Carried\n"
+    + "    never registered or moved:   {name}: autoreg.Plain"
+)
+# What autoreg does with a complex tensor (construction and run time alike): it carries it.
+_COMPLEX: Final = (
+    "{verb}: .to() moves it and keeps it complex, never cast to a real dtype (as a buffer, "
+    ".to(a real dtype) would drop its imaginary part); it is not in state_dict"
+)
+CARRY_COMPLEX: Final = _COMPLEX.format(verb="carry it")
+CARRIED_COMPLEX: Final = _COMPLEX.format(verb="carried")
 
 STRICT_UNDECLARED: Final = """\
 cannot assign {value} to {cls}.{name}: {cls} is strict ({why}) and '{name}' is not declared.

@@ -237,13 +237,16 @@ def test_a_complex_tensor_assigned_before_nn_module_init_is_carried() -> None:
 
 
 def test_strict_mode_refuses_it_as_any_undeclared_tensor() -> None:
+    """Undeclared, it is refused; the error says what autoreg would do with it."""
+
     class Strict(autoreg.Module, strict=True):
         def __init__(self) -> None:
             super().__init__()
             self.freqs_cis = _freqs_cis(4, 4)
 
     with pytest.raises(
-        autoreg.UnregisteredTensorError, match=r"Without strict, autoreg would carry it along"
+        autoreg.UnregisteredTensorError,
+        match=r"Without strict, autoreg would carry it: \.to\(\) moves it and keeps it complex",
     ):
         Strict()
 
@@ -265,3 +268,81 @@ def test_the_decision_is_row_10_carried() -> None:
     assert (built.row, built.action, built.moves) == (10, STORE, True)
     assert (at_run_time.row, at_run_time.action, at_run_time.moves) == (11, STORE, True)
     assert (real.row, real.action) == (10, real.action.REGISTER)
+
+
+# --- the rest of the core: register_tensors, strict and warn mode -------------------------------
+
+
+class ThirdParty(nn.Module):
+    """A class that cannot be edited: its complex table and its real mask are plain attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.freqs_cis = _freqs_cis(4, 4)
+        self.mask = torch.ones(4)
+
+
+@DROPS_IMAGINARY
+def test_register_tensors_leaves_a_complex_tensor_a_plain_attribute() -> None:
+    """register_tensors makes buffers, which .to(a real dtype) casts: a complex tensor stays the
+    plain attribute the class made it (as the audit advises: move it where it is used), and the
+    model keeps its values. It was registered, and .to(torch.bfloat16) dropped its imaginary
+    part."""
+    model = ThirdParty()
+    table = model.freqs_cis
+    assert autoreg.register_tensors(model) == ["mask"]
+    assert role(model, "freqs_cis") == "plain"
+    model.to(torch.bfloat16)
+    assert model.freqs_cis is table
+    assert model.mask.dtype == torch.bfloat16
+    [report] = [u for u in autoreg.find_unregistered(model) if u.path == "freqs_cis"]
+    assert "complex" in report.fix
+
+
+def _undeclared_complex(mode: str, when: str) -> type[nn.Module]:
+    class Model(autoreg.Module, **{mode: True}):  # type: ignore[call-arg]
+        def __init__(self) -> None:
+            super().__init__()
+            if when == "built":
+                self.freqs_cis = _freqs_cis(4, 4)
+
+    return Model
+
+
+_WHEN = pytest.mark.parametrize("when", ["built", "run time"])
+_BUFFER_FIXES = ("autoreg.Persistent", "autoreg.NonPersistent", "nn.Buffer", ": torch.Tensor")
+
+
+def _assign(cls: type[nn.Module], when: str) -> nn.Module:
+    model = cls()
+    if when == "run time":
+        model.freqs_cis = _freqs_cis(4, 4)
+    return model
+
+
+@_WHEN
+def test_strict_modes_error_for_a_complex_tensor_offers_no_buffer(when: str) -> None:
+    """A buffer is what .to(a real dtype) casts: strict mode's fixes for a complex tensor are
+    carried (autoreg.Carried first) or never moved, and say why (they offered a buffer)."""
+    cls = _undeclared_complex("strict", when)
+    with pytest.raises(autoreg.UnregisteredTensorError, match="freqs_cis") as raised:
+        _assign(cls, when)
+    message = str(raised.value)
+    assert "freqs_cis: autoreg.Carried" in message
+    assert "drop its imaginary part" in message
+    assert not [fix for fix in _BUFFER_FIXES if fix in message], message
+
+
+@_WHEN
+def test_warn_modes_message_for_a_complex_tensor_says_why_it_is_carried(when: str) -> None:
+    """Warn mode says that a complex tensor is carried and never cast to a real dtype, with the
+    fixes strict mode offers; one built with the module is no runtime state (it said so)."""
+    cls = _undeclared_complex("warn", when)
+    with pytest.warns(autoreg.AutoRegisterWarning, match="freqs_cis") as caught:
+        model = _assign(cls, when)
+    [message] = [str(w.message) for w in caught if "freqs_cis" in str(w.message)]
+    assert "never cast to a real dtype" in message
+    assert "runtime state" not in message.splitlines()[0]
+    assert not [fix for fix in _BUFFER_FIXES if fix in message], message
+    model.to(torch.bfloat16)
+    assert model.freqs_cis.dtype == torch.complex64

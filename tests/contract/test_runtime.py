@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from copy import deepcopy
 
 import pytest
 import torch
 from torch import nn
 
 import autoreg
+from autoreg._carry import carried
+from tests.support import role
 
 
 class Recurrent(autoreg.Module):
@@ -86,6 +89,24 @@ def test_a_fresh_model_loads_the_state_dict_of_a_used_one() -> None:
     fresh = Recurrent()
     assert fresh.load_state_dict(used.state_dict(), strict=True).missing_keys == []
     assert fresh.state is None
+
+
+def test_none_keeps_a_carried_name_carried() -> None:
+    """A state reset (``self.state = None``) keeps the name carried: ``.to()`` passes over the
+    None, and the next tensor stored there is carried, as it would be anyway. The mark is what
+    compiled code reads (tests/torch/test_compile.py: a reset between compiled calls recompiled).
+    Any other value that is not carried (an int here) takes the mark away."""
+    model = stepped()
+    model.state = None
+    assert carried(model, "state")
+    clone = deepcopy(model)
+    assert carried(clone, "state")
+    model.double()
+    assert model.state is None
+    model(torch.ones(2, 3, dtype=torch.float64))
+    assert role(model, "state") == "carried"
+    model.state = 3
+    assert not carried(model, "state")
 
 
 def test_deleting_a_carried_tensor_forgets_it() -> None:

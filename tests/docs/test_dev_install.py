@@ -27,7 +27,15 @@ from .pages import ROOT, blocks
 from .sources import copy_sources
 
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
-FRAMEWORKS = ("lightning", "transformers", "accelerate", "torchmetrics", "onnx", "onnxruntime")
+FRAMEWORKS = (
+    "lightning",
+    "transformers",
+    "accelerate",
+    "torchmetrics",
+    "onnx",
+    "onnxruntime",
+    "pyro",
+)
 # The docs extra, which the test extra includes: installed by the pip a fresh venv has (23.2 with
 # Python 3.11), which cannot install dependency groups (pip >= 25.1).
 DOCS_TOOLS = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")

@@ -9,10 +9,14 @@ must never compile more often than its twin.
 from __future__ import annotations
 
 import copy
+import json
 import pickle
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -453,6 +457,150 @@ def test_property_8_compile_counts_equal_the_twins_whatever_is_stored(
     # The framework's own state keeps nn.Module's rules (row 4); the model's own moves (row 11).
     expected = torch.float32 if auto_cls is AutoOnFramework else torch.float64
     assert auto.hook_state.dtype == expected
+
+
+class AutoRecurrentCarried(AutoRecurrent):
+    h: autoreg.Carried  # declared: carried wherever it is assigned
+
+
+_RECURRENT_PAIRS = pytest.mark.parametrize(
+    ("auto_cls", "twin_cls"),
+    [
+        (AutoRecurrent, TwinRecurrent),
+        (AutoOnFramework, TwinRecurrent),
+        (AutoRecurrentNone, TwinRecurrentNone),
+        (AutoRecurrentCarried, TwinRecurrent),
+    ],
+    ids=["module", "mixin", "h = None in __init__", "declared Carried"],
+)
+
+
+@_RECURRENT_PAIRS
+@BACKENDS
+@EAGER_FIRST
+def test_a_state_reset_to_none_between_compiled_calls_recompiles_nothing(
+    auto_cls: Callable[[], nn.Module],
+    twin_cls: Callable[[], nn.Module],
+    backend: str,
+    eager_first: bool,
+) -> None:
+    """Property 8 across a state reset: ``self.h = None`` between compiled calls (between
+    sequences) changes nothing compiled code reads, as on the twin. It recompiled once after an
+    eager call: the None took the carried mark away, and dynamo guarded on the mark it read."""
+
+    def frames(module: nn.Module) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend(backend)
+        compiled = torch.compile(module, backend=counter, fullgraph=True)
+        x = torch.ones(2, 3)
+        if eager_first:
+            module(x)
+        for _ in range(3):
+            compiled(x)
+            compiled(x)
+            module.h = None  # the state reset between sequences
+        return int(counter.frame_count)
+
+    torch.manual_seed(0)
+    auto = auto_cls()
+    torch.manual_seed(0)
+    twin = twin_cls()
+    assert (frames(auto), frames(twin)) == (1, 1)
+    auto(torch.ones(2, 3))
+    assert auto.double().h.dtype == torch.float64  # carried again, as before the reset
+
+
+def _new_name_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.h = self.lin(x).detach()  # a name first carried inside the compiled forward
+    return self.h * 2
+
+
+class AutoNewName(autoreg.Module):
+    forward = _new_name_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+
+class AutoNewNameCarried(AutoNewName):
+    h: autoreg.Carried
+
+
+class TwinNewName(nn.Module):
+    forward = _new_name_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+
+def _new_name_frames(cls: Callable[[], nn.Module], carries: bool, eager_first: bool) -> int:
+    """Frames dynamo compiles for three compiled calls of a forward that first stores ``h``; with
+    ``carries``, the module already carries another value; with ``eager_first``, a call to
+    another module of the class ran eagerly first."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    module = cls()
+    if carries:
+        module.g = torch.zeros(1)  # carried (eagerly) before the compiled forward carries h
+    counter = CompileCounterWithBackend("eager")
+    compiled = torch.compile(module, backend=counter, fullgraph=True)
+    x = torch.ones(2, 3)
+    if eager_first:
+        cls()(x)
+    for _ in range(3):
+        compiled(x)
+    return int(counter.frame_count)
+
+
+_NEW_NAME_CASES = [
+    (auto, carries, eager_first)
+    for auto in ("AutoNewName", "AutoNewNameCarried")
+    for carries in (False, True)
+    for eager_first in (False, True)
+]
+
+
+@pytest.mark.parametrize(("auto", "carries", "eager_first"), _NEW_NAME_CASES)
+def test_a_name_first_carried_in_a_compiled_forward_compiles_as_the_twin(
+    auto: str, carries: bool, eager_first: bool
+) -> None:
+    """Property 8 for a first carry inside compiled code, on a module that carries something
+    already or nothing: compiled code writes the name's role and ``UNLISTED``, never reads the
+    list of carried names (it guarded on that list, and compiled twice against the twin's once)."""
+    cls = globals()[auto]
+    twin = _new_name_frames(TwinNewName, carries, eager_first)
+    assert (_new_name_frames(cls, carries, eager_first), twin) == (1, 1)
+
+
+_FRESH_PROCESS = """
+import json, sys
+import lightning  # imported first: it imports much of torch, in an order of its own
+import torch
+from tests.torch import test_compile as t
+print(json.dumps([[t._new_name_frames(getattr(t, a), c, e), t._new_name_frames(t.TwinNewName, c, e)]
+                  for a, c, e in t._NEW_NAME_CASES]))
+"""
+
+
+@pytest.mark.slow
+def test_a_name_first_carried_in_a_compiled_forward_compiles_as_the_twin_after_lightning() -> None:
+    """The same, in a fresh process that imported lightning before anything else (the case
+    compiled twice, declared ``autoreg.Carried`` or not)."""
+    pytest.importorskip("lightning")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    assert counts == [[1, 1]] * len(_NEW_NAME_CASES)
 
 
 class StrictOnFramework(autoreg.AutoRegisterMixin, Framework, strict=True):
