@@ -635,3 +635,59 @@ def test_a_complex_tensor_is_never_told_to_become_a_buffer(holds: Any) -> None:
         warnings.simplefilter("ignore", UserWarning)  # "Casting complex values to real ..."
         buffered.to(torch.bfloat16)
     assert not buffered.freqs_cis.is_complex()  # the reason: nn.Module's rule, as measured
+
+
+# --- a class with its own to() ------------------------------------------------------------------
+
+
+class MovesItself(nn.Module):
+    """soft actor-critic's policies: a to(self, device) of its own moves the plain tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.ones(2)
+
+    def to(self, device):  # type: ignore[no-untyped-def, override]
+        self.scale = self.scale.to(device)
+        return super().to(device)
+
+
+class MovesItselfChild(MovesItself):
+    """The override is inherited: the class that defines it is named."""
+
+
+@pytest.mark.parametrize(
+    ("cls", "owner"),
+    [
+        pytest.param(MovesItself, "MovesItself", id="own"),
+        pytest.param(MovesItselfChild, "MovesItself", id="inherited"),
+    ],
+)
+def test_a_class_with_its_own_to_is_told_that_only_that_to_may_move_the_tensor(
+    cls: type[nn.Module], owner: str
+) -> None:
+    """Its own to() may move the tensor (``policy.to(device)``); .cuda(), .double() and a parent's
+    .to() never call it: still a finding, with where that to() is."""
+    model = cls()
+    [finding] = autoreg.find_unregistered(model)
+    line = MovesItself.to.__code__.co_firstlineno
+    assert finding.fix.endswith(
+        f"; {owner}'s own to() (tests/audit/test_find_unregistered.py:{line}) may move it, but "
+        ".cuda(), .double() and a parent's .to() do not"
+    )
+    nn.Sequential(model).double()  # what the finding says: a parent's .to() leaves it
+    assert model.scale.dtype == torch.float32
+
+
+def test_torchs_and_installed_frameworks_to_is_not_the_models_own() -> None:
+    """nn.Module's to(), and a to() of an installed package (Lightning's, transformers'), say
+    nothing more than the finding: they move no plain tensor."""
+    box = Box()
+    box.scale = torch.ones(2)
+    [finding] = autoreg.find_unregistered(box)
+    assert "own to()" not in finding.fix
+    from autoreg._audit_scope import own_to
+
+    assert own_to(Box) is None
+    installed = type("Installed", (nn.Module,), {"to": given})  # code of an installed package
+    assert own_to(installed) is None
