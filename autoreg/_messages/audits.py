@@ -19,8 +19,8 @@ FIX_BUFFER: Final = (
 
 FIX_COMPLEX: Final = (
     "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
-    "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is used: "
-    ".to(x.device)"
+    "imaginary part (nn.Module's rule); subclass autoreg.Module (it carries it, kept complex), "
+    "or keep it a plain attribute and move it where it is used: .to(x.device)"
 )
 
 FIX_FRAMEWORK: Final = (

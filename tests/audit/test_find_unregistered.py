@@ -626,8 +626,8 @@ def test_a_complex_tensor_is_never_told_to_become_a_buffer(holds: Any) -> None:
     [finding] = autoreg.find_unregistered(box)
     assert finding.fix == (
         "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
-        "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is "
-        "used: .to(x.device)"
+        "imaginary part (nn.Module's rule); subclass autoreg.Module (it carries it, kept "
+        "complex), or keep it a plain attribute and move it where it is used: .to(x.device)"
     )
     buffered = Box()
     buffered.register_buffer("freqs_cis", table.clone())
@@ -635,6 +635,25 @@ def test_a_complex_tensor_is_never_told_to_become_a_buffer(holds: Any) -> None:
         warnings.simplefilter("ignore", UserWarning)  # "Casting complex values to real ..."
         buffered.to(torch.bfloat16)
     assert not buffered.freqs_cis.is_complex()  # the reason: nn.Module's rule, as measured
+
+
+class Rotary(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.freqs_cis = torch.polar(torch.ones(4), torch.arange(4.0))
+
+
+def test_the_complex_fix_autoreg_module_keeps_the_table_complex_and_leaves_nothing() -> None:
+    """What the complex fix's first half promises (the base style of autoreg fix relies on it)."""
+    rotary = Rotary()
+    assert autoreg.find_unregistered(rotary) == []
+    assert "freqs_cis" not in dict(rotary.named_buffers())
+    table = rotary.freqs_cis.clone()
+    rotary.to(torch.bfloat16)
+    assert rotary.freqs_cis.dtype == torch.complex64
+    assert torch.equal(rotary.freqs_cis, table)
+    rotary.to("meta")
+    assert rotary.freqs_cis.device.type == "meta"
 
 
 # --- a class with its own to() ------------------------------------------------------------------
