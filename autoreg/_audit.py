@@ -58,9 +58,11 @@ from ._audit_scope import (
     iter_arrays,
     object_fields,
     overrides_apply,
+    own_to,
 )
 from ._errors import NotAModuleError
 from ._facts import why_no_buffer_slot
+from ._frames import location
 from ._messages.audits import (
     FIX_AROUND_SETATTR,
     FIX_AUTOGRAD_RESULT,
@@ -76,6 +78,7 @@ from ._messages.audits import (
     FIX_NESTED,
     FIX_NO_SLOT,
     FIX_NUMPY,
+    FIX_OWN_TO,
     FIX_PARAMETER,
     FIX_STRAY_PARAMETER,
     NOT_A_MODULE,
@@ -218,6 +221,8 @@ def _audit(
                     continue
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
+                if reached:
+                    fix = _with_own_to(type(sub), fix)
                 finding = Finding(path, tensor, type(sub).__name__, name, fix)
                 located.append(Located(finding, sub, prefix))
             if isinstance(value, torch.Tensor):
@@ -344,6 +349,16 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     if isinstance(module, AutoRegisterMixin):
         return FIX_CONTAINER.format(container=container)
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
+
+
+def _with_own_to(cls: type, fix: str) -> str:
+    """``fix``, and that a ``to()`` of the user's own in ``cls`` may move the tensor when the
+    module itself is moved by ``.to()``: nothing else calls it."""
+    defined = own_to(cls)
+    if defined is None:
+        return fix
+    owner, filename, line = defined
+    return FIX_OWN_TO.format(fix=fix, cls=owner, where=location(filename, line))
 
 
 def join(prefix: str, name: str) -> str:

@@ -18,10 +18,12 @@ holds a framework's object (Lightning's ``_trainer``): not walked.
 
 from __future__ import annotations
 
+import inspect
 import sys
+import sysconfig
 import types
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import torch
 from torch import nn
@@ -42,6 +44,7 @@ __all__ = [
     "iter_arrays",
     "object_fields",
     "overrides_apply",
+    "own_to",
 ]
 
 # What is never walked as a plain object: values without fields of their own, and code.
@@ -127,6 +130,31 @@ def overrides_apply(cls: type) -> bool:
         "_apply" in vars(klass) and klass.__module__.partition(".")[0] not in ("torch", "autoreg")
         for klass in cls.__mro__
     )
+
+
+# Where installed packages and Python's own modules live: a framework's to() (Lightning's,
+# transformers') is not the user's own.
+_INSTALLED: Final = tuple(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def own_to(cls: type) -> tuple[str, str, int] | None:
+    """``(class name, file, line)`` of the ``to()`` a class of ``cls.__mro__`` defines in the
+    user's own code (outside torch, autoreg and installed packages); None if none does. That
+    method may move what ``.to()`` on the module itself leaves behind; ``.cuda()``, ``.double()``
+    and a parent's ``.to()`` never call it. Read from the class, never by calling it."""
+    for klass in cls.__mro__:
+        function = vars(klass).get("to")
+        if function is None:
+            continue
+        code = getattr(inspect.unwrap(function), "__code__", None)
+        if code is None or code.co_filename.startswith(_INSTALLED):
+            return None
+        if klass.__module__.partition(".")[0] in ("torch", "autoreg"):
+            return None
+        return klass.__name__, code.co_filename, code.co_firstlineno
+    return None
 
 
 def _is_holder(name: str, value: object) -> bool:

@@ -171,17 +171,23 @@ def _reaudit(analyses: list[Analysis]) -> int:
 
 
 def _report_hand(plan: Plan) -> None:
-    """The hand edits, one entry per line of code (names that share it joined)."""
-    groups: dict[tuple[str, int, str, str], list[str]] = {}
+    """The hand edits, one entry per file, reason and edit: the lines and names that share them
+    joined (soft actor-critic's five tensors of one own to() are one entry, not five)."""
+    groups: dict[tuple[str, str, str], tuple[list[int], list[str]]] = {}
     for item in plan.hand:
-        names = groups.setdefault((item.filename, item.lineno, item.reason, item.edit), [])
+        lines, names = groups.setdefault((item.filename, item.reason, item.edit), ([], []))
+        if item.lineno and item.lineno not in lines:
+            lines.append(item.lineno)
         if item.name and item.name not in names:
             names.append(item.name)
     if not groups:
         return
     print(FIX_HAND_HEADER.format(count=len(groups)), file=sys.stderr)
-    for (filename, lineno, reason, edit), names in sorted(groups.items()):
-        where = f"{_short(filename)}:{lineno}" if lineno else _short(filename)
+    entries = sorted(groups.items(), key=lambda entry: (entry[0][0], min(entry[1][0], default=0)))
+    for (filename, reason, edit), (lines, names) in entries:
+        where = _short(filename)
+        if lines:
+            where += ":" + ", ".join(map(str, sorted(lines)))
         subject = f"{', '.join(names)}: " if names else ""
         print(f"  {where}: {subject}{reason}\n      {edit}", file=sys.stderr)
 

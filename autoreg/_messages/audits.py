@@ -19,8 +19,8 @@ FIX_BUFFER: Final = (
 
 FIX_COMPLEX: Final = (
     "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
-    "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is used: "
-    ".to(x.device)"
+    "imaginary part (nn.Module's rule); subclass autoreg.Module (it carries it, kept complex), "
+    "or keep it a plain attribute and move it where it is used: .to(x.device)"
 )
 
 FIX_FRAMEWORK: Final = (
@@ -76,8 +76,13 @@ FIX_IN_OBJECT: Final = (
 )
 
 FIX_NUMPY: Final = (
-    "a numpy array, which .to() never moves: make it a tensor (torch.as_tensor) kept as a buffer, "
-    "and use that in forward"
+    "a numpy array, which .to() never moves: if forward reads it, make it a tensor "
+    "(torch.as_tensor) kept as a buffer, and use that; if not (a file header), leave it"
+)
+
+FIX_OWN_TO: Final = (
+    "{fix}; {cls}'s own to() ({where}) may move it, but .cuda(), .double() and a parent's .to() "
+    "do not"
 )
 
 FIX_CONTAINER_PARAMETERS: Final = (

@@ -93,6 +93,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 # --- the exit statuses, in a subprocess ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_exit_status_0_when_nothing_would_be_left_behind(model_dir: Path) -> None:
     result = run_cli(model_dir, "audit", "cli_models:Clean")
     assert (result.returncode, result.stderr) == (0, "")
@@ -105,6 +106,7 @@ def test_exit_status_1_and_a_table_when_something_would(model_dir: Path) -> None
     assert result.stdout == LEAKY_TABLE
 
 
+@pytest.mark.slow
 def test_exit_status_2_and_one_message_without_a_traceback_for_a_usage_error(
     model_dir: Path,
 ) -> None:

@@ -128,6 +128,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 # --- in a subprocess: the motivating Net, and a clean model ---------------------------------------
 
 
+@pytest.mark.slow
 def test_the_net_example_exits_1_with_both_audits_each_fix_said_once() -> None:
     result = run_cli(ROOT, "audit", "examples.net:example", "--forward")
     assert (result.returncode, result.stderr) == (1, "")
@@ -154,6 +155,7 @@ def test_the_net_example_exits_1_with_both_audits_each_fix_said_once() -> None:
     assert "meta" not in result.stdout
 
 
+@pytest.mark.slow
 def test_a_clean_forward_exits_0(model_dir: Path) -> None:
     result = run_cli(model_dir, "audit", "cli_forward_models:clean", "--forward")
     assert (result.returncode, result.stderr) == (0, "building the model\n")

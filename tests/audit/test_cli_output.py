@@ -129,6 +129,7 @@ def test_tables_fit_80_to_120_columns(
         assert max(map(len, lines)) > width - 20  # the room is used
 
 
+@pytest.mark.slow
 def test_the_net_example_fits_80_columns_with_every_fix_in_full(model_dir: Path) -> None:
     table = run_cli(ROOT, "audit", "examples.net:example", "--forward", COLUMNS="80")
     report = json.loads(
@@ -167,6 +168,7 @@ def test_each_fix_is_said_once_for_the_items_of_a_list_and_its_forward_rows(
 # --- a reader that goes away ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly_with_the_usual_exit_status(model_dir: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "autoreg", "audit", "cli_output_models:leaky"],
@@ -186,6 +188,7 @@ def test_a_closed_pipe_ends_quietly_with_the_usual_exit_status(model_dir: Path) 
     assert (status, stderr) == (1, "")
 
 
+@pytest.mark.slow
 def test_head_reads_the_first_lines(model_dir: Path) -> None:
     command = f"{sys.executable} -m autoreg audit cli_output_models:leaky | head -1"
     result = subprocess.run(
@@ -354,6 +357,7 @@ def build():
         pytest.param([str(Path(sys.executable).parent / "autoreg")], id="console-script"),
     ],
 )
+@pytest.mark.slow
 def test_a_projects_own_examples_package_is_not_shadowed_by_a_checkout_on_pythonpath(
     tmp_path: Path, command: list[str]
 ) -> None:

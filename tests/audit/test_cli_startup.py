@@ -73,6 +73,7 @@ def test_help_version_and_usage_errors_do_not_import_torch(
     assert result["torch"] is False
 
 
+@pytest.mark.slow
 def test_the_check_can_fail_a_command_that_runs_imports_torch() -> None:
     """The companion of the test above: the same harness sees torch imported by a real command."""
     result = run(["audit", "examples.net:Net"])
@@ -80,6 +81,7 @@ def test_the_check_can_fail_a_command_that_runs_imports_torch() -> None:
     assert result["torch"] is True
 
 
+@pytest.mark.slow
 def test_importing_autoreg_imports_no_torch_until_a_name_is_used() -> None:
     code = (
         "import sys, autoreg; before = 'torch' in sys.modules; autoreg.Module; "

@@ -80,8 +80,8 @@ def test_a_numpy_array_is_reported_with_its_dtype_and_a_fix() -> None:
         ("pair[0]", torch.float32, (2,)),
     ]
     assert findings[0].fix == (
-        "a numpy array, which .to() never moves: make it a tensor (torch.as_tensor) kept as a "
-        "buffer, and use that in forward"
+        "a numpy array, which .to() never moves: if forward reads it, make it a tensor "
+        "(torch.as_tensor) kept as a buffer, and use that; if not (a file header), leave it"
     )
 
 

@@ -626,8 +626,8 @@ def test_a_complex_tensor_is_never_told_to_become_a_buffer(holds: Any) -> None:
     [finding] = autoreg.find_unregistered(box)
     assert finding.fix == (
         "a complex tensor: as a buffer, .to(dtype) would cast it to a real dtype and drop its "
-        "imaginary part (nn.Module's rule); keep it a plain attribute and move it where it is "
-        "used: .to(x.device)"
+        "imaginary part (nn.Module's rule); subclass autoreg.Module (it carries it, kept "
+        "complex), or keep it a plain attribute and move it where it is used: .to(x.device)"
     )
     buffered = Box()
     buffered.register_buffer("freqs_cis", table.clone())
@@ -635,3 +635,78 @@ def test_a_complex_tensor_is_never_told_to_become_a_buffer(holds: Any) -> None:
         warnings.simplefilter("ignore", UserWarning)  # "Casting complex values to real ..."
         buffered.to(torch.bfloat16)
     assert not buffered.freqs_cis.is_complex()  # the reason: nn.Module's rule, as measured
+
+
+class Rotary(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.freqs_cis = torch.polar(torch.ones(4), torch.arange(4.0))
+
+
+def test_the_complex_fix_autoreg_module_keeps_the_table_complex_and_leaves_nothing() -> None:
+    """What the complex fix's first half promises (the base style of autoreg fix relies on it)."""
+    rotary = Rotary()
+    assert autoreg.find_unregistered(rotary) == []
+    assert "freqs_cis" not in dict(rotary.named_buffers())
+    table = rotary.freqs_cis.clone()
+    rotary.to(torch.bfloat16)
+    assert rotary.freqs_cis.dtype == torch.complex64
+    assert torch.equal(rotary.freqs_cis, table)
+    rotary.to("meta")
+    assert rotary.freqs_cis.device.type == "meta"
+
+
+# --- a class with its own to() ------------------------------------------------------------------
+
+
+class MovesItself(nn.Module):
+    """soft actor-critic's policies: a to(self, device) of its own moves the plain tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.ones(2)
+
+    def to(self, device):  # type: ignore[no-untyped-def, override]
+        self.scale = self.scale.to(device)
+        return super().to(device)
+
+
+class MovesItselfChild(MovesItself):
+    """The override is inherited: the class that defines it is named."""
+
+
+@pytest.mark.parametrize(
+    ("cls", "owner"),
+    [
+        pytest.param(MovesItself, "MovesItself", id="own"),
+        pytest.param(MovesItselfChild, "MovesItself", id="inherited"),
+    ],
+)
+def test_a_class_with_its_own_to_is_told_that_only_that_to_may_move_the_tensor(
+    cls: type[nn.Module], owner: str
+) -> None:
+    """Its own to() may move the tensor (``policy.to(device)``); .cuda(), .double() and a parent's
+    .to() never call it: still a finding, with where that to() is."""
+    model = cls()
+    [finding] = autoreg.find_unregistered(model)
+    line = MovesItself.to.__code__.co_firstlineno
+    assert finding.fix.endswith(
+        f"; {owner}'s own to() (tests/audit/test_find_unregistered.py:{line}) may move it, but "
+        ".cuda(), .double() and a parent's .to() do not"
+    )
+    nn.Sequential(model).double()  # what the finding says: a parent's .to() leaves it
+    assert model.scale.dtype == torch.float32
+
+
+def test_torchs_and_installed_frameworks_to_is_not_the_models_own() -> None:
+    """nn.Module's to(), and a to() of an installed package (Lightning's, transformers'), say
+    nothing more than the finding: they move no plain tensor."""
+    box = Box()
+    box.scale = torch.ones(2)
+    [finding] = autoreg.find_unregistered(box)
+    assert "own to()" not in finding.fix
+    from autoreg._audit_scope import own_to
+
+    assert own_to(Box) is None
+    installed = type("Installed", (nn.Module,), {"to": given})  # code of an installed package
+    assert own_to(installed) is None

@@ -182,6 +182,7 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return fresh(root, CHECK)
 
 
+@pytest.mark.slow
 def test_the_fixture_leaves_tensors_behind_before_the_fix(before: Any) -> None:
     """The checks below can fail: on the code as written, they see every stray."""
     assert set(before["left"]) == LEFT["base"] | LEFT["buffer"] | {
@@ -344,6 +345,7 @@ def test_files_outside_the_working_directory_are_listed_never_edited(
 # --- LibCST is the fix command's alone -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_missing_libcst_is_one_line_and_exit_status_2(project: Path) -> None:
     code = (
         "import sys; sys.modules['libcst'] = None\n"

@@ -87,8 +87,8 @@ def test_a_held_object_and_a_numpy_array_are_listed_with_what_is_true_and_the_au
     assert edits == [
         "a tensor inside a Config object, which .to() never reaches: keep it on the module "
         "instead (a buffer, or an attribute of an autoreg.Module), and read it from there",
-        "a numpy array, which .to() never moves: make it a tensor (torch.as_tensor) kept as a "
-        "buffer, and use that in forward",
+        "a numpy array, which .to() never moves: if forward reads it, make it a tensor "
+        "(torch.as_tensor) kept as a buffer, and use that; if not (a file header), leave it",
     ]
     assert "stored by forward" not in err
     assert f"{project.name}/m.py:17: Net.cfg" in err  # at the line that stored it
@@ -372,3 +372,51 @@ def test_fix_write_exits_as_audit_does_on_the_code_it_wrote(
     again, _, _ = project.fix(capsys, target)
     assert out.startswith("---")
     assert (dry, written, audited, again) == (1, expected, expected, expected)
+
+
+# --- the hand edits a person reads: one entry for what shares its reason and its edit -----------
+
+MOVES_ITSELF = """\
+import torch
+from torch import nn
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 2)
+        self.scale = torch.ones(2)
+        self.bias = torch.zeros(2)
+
+    def forward(self, x):
+        return self.linear(x) * self.scale + self.bias
+
+    def to(self, device):
+        self.scale = self.scale.to(device)
+        self.bias = self.bias.to(device)
+        return super().to(device)
+
+
+def build():
+    return Policy(), (torch.ones(4, 3),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_stores_with_the_same_reason_and_edit_are_one_entry_with_their_lines(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """soft actor-critic's policies: five tensors, one reason (the class's own to()) and one
+    edit, were five entries of two long lines each, the same text repeated."""
+    project.write("m", MOVES_ITSELF)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", style)
+    assert (status, out) == (1, "")
+    where = f"{project.name}/m.py"
+    assert err.splitlines()[:3] == [
+        "1 left for you to edit (autoreg fix does not guess these):",
+        f"  {where}:9, 10: Policy.scale, Policy.bias: Policy overrides to() ({where}:15), which "
+        "may move it already: autoreg fix cannot tell what that code does, and registered, it "
+        "would be moved twice",
+        "      register it yourself (register_buffer, or autoreg.Module) and take it out of to(), "
+        "or leave it to to()",
+    ]
