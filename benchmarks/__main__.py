@@ -3,7 +3,7 @@
 Plans (``--plan``; what each times: ``forward.configs_for`` and docs/benchmarks.md):
 
 - ``cpu`` (the default without CUDA): the ten small models eager and under ``torch.compile``; the
-  micro benchmarks (always on the CPU). About 5 minutes on a 2-core CPU.
+  micro benchmarks (always on the CPU). About 4 minutes on a 2-core CPU.
 - ``gpu`` (the default with CUDA): the small models and the 4096-wide TransformerBlock4096, eager
   and under ``torch.compile`` with and without CUDA graphs (``mode="reduce-overhead"``); one call:
   ``benchmarks/gpu_run.sh``. With ``--device cpu``, at tiny sizes: the test suite runs that, so
