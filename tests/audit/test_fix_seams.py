@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from autoreg._cli import main
 from autoreg._fix.analyse import analyse
 
 from .fix_support import Project, project
@@ -17,13 +16,8 @@ __all__ = ["project"]
 
 def audit(project: Project, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """``autoreg audit *args`` in this process, on freshly imported code: status, out."""
-    capsys.readouterr()
-    project.forget()
-    try:
-        status = main(["audit", *args])
-    finally:
-        project.forget()
-    return status, capsys.readouterr().out
+    status, out, _ = project.run(capsys, "audit", *args)
+    return status, out
 
 
 def hand_lines(err: str) -> list[str]:

@@ -35,16 +35,20 @@ class Project:
         for name in [n for n in sys.modules if n == self.name or n.startswith(self.name + ".")]:
             del sys.modules[name]
 
-    def fix(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-        """``autoreg fix *args`` in this process, on freshly imported code: status, out, err."""
+    def run(self, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+        """``autoreg *argv`` in this process, on freshly imported code: status, out, err."""
         capsys.readouterr()
         self.forget()
         try:
-            status = main(["fix", *args])
+            status = main(list(argv))
         finally:
             self.forget()
         out, err = capsys.readouterr()
         return status, out, err
+
+    def fix(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+        """``autoreg fix *args``: status, out, err."""
+        return self.run(capsys, "fix", *args)
 
 
 @pytest.fixture
