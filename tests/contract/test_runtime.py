@@ -238,3 +238,46 @@ def test_the_conversion_passed_down_reads_as_the_callers_own() -> None:
     assert len(seen) == 1
     assert "Module.half.<locals>.<lambda>" in seen[0]
     assert model.state.dtype == torch.float16
+
+
+class _Elsewhere(nn.Module):
+    """A framework base whose ``__setattr__`` keeps None in a side dict, not in ``__dict__``."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if value is None and name in self.__dict__:
+            del self.__dict__[name]
+            self.__dict__.setdefault("_side", {})[name] = None
+            return
+        super().__setattr__(name, value)
+
+
+class _ElsewhereCell(autoreg.AutoRegisterMixin, _Elsewhere):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.state = x * 2
+        return x
+
+
+def test_none_a_base_keeps_elsewhere_takes_the_mark_away() -> None:
+    """The mark stays only where the None landed in ``__dict__`` under the name: a base that put
+    it elsewhere left nothing there for ``.to()`` or compiled code to read as carried."""
+    cell = _ElsewhereCell()
+    cell(torch.ones(2))
+    assert carried(cell, "state")
+    cell.state = None
+    assert "state" not in vars(cell)
+    assert not carried(cell, "state")
+    cell.double()  # nothing carried, nothing raised
+    cell(torch.ones(2, dtype=torch.float64))
+    assert carried(cell, "state")
+    assert cell.state.dtype == torch.float64
+
+
+def test_a_reset_state_under_a_plain_root_is_carried_again() -> None:
+    """The twin's behaviour under nn.Sequential: after a reset and a move, the next state is
+    stored in the new dtype and moves with the next .to()."""
+    model = nn.Sequential(stepped())
+    model[0].state = None
+    model.double()
+    model[0](torch.ones(2, 3, dtype=torch.float64))
+    model.float()
+    assert model[0].state.dtype == torch.float32
