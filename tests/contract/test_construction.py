@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -169,13 +170,73 @@ def test_no_construction_marker_is_left_behind_even_when_init_raises() -> None:
             if fail:
                 raise ValueError("boom")
 
-    assert not [key for key in vars(Failing(fail=False)) if key.startswith("_autoreg_construct")]
     failing = Failing.__new__(Failing)
     with pytest.raises(ValueError, match="boom"):
         failing.__init__(fail=True)
-    assert not [key for key in vars(failing) if key.startswith("_autoreg_construct")]
     failing.later = torch.zeros(1)  # construction is over: carried, not registered
     assert "later" not in failing._buffers
+    assert failing.double().later.dtype == torch.float64
+
+
+def test_a_module_building_others_of_its_class_is_built_until_its_own_init_returns() -> None:
+    """A recursive tree: each node is being built while its own outermost ``__init__`` runs, also
+    after a child of the same class finished (the mark is the instance's, not the class's)."""
+
+    class Node(autoreg.Module):
+        def __init__(self, depth: int) -> None:
+            super().__init__()
+            self.children_ = nn.ModuleList(Node(depth - 1) for _ in range(2 if depth else 0))
+            self.table = torch.ones(1)  # after its children were built: still construction
+
+    root = Node(2)
+    nodes = [module for module in root.modules() if isinstance(module, Node)]
+    assert len(nodes) == 7
+    assert all(buffers(node).keys() == {"table"} for node in nodes)
+    root.later = torch.ones(1)
+    assert "later" not in root._buffers
+
+
+def test_init_run_again_on_a_built_module_is_construction() -> None:
+    """``module.__init__()`` again (a reset some code does): nn.Module.__init__ empties the
+    registries, and what the method assigns is built again, as the first time."""
+
+    class Resettable(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(1)
+
+    module = Resettable()
+    module.runtime = torch.ones(1)
+    module.__init__()  # type: ignore[misc]
+    assert buffers(module).keys() == {"table"}
+    module.later = torch.ones(1)
+    assert "later" not in module._buffers
+
+
+def test_a_module_built_in_another_thread_marks_only_itself() -> None:
+    """While one thread builds a module, another assigns to a built instance of the same class:
+    that assignment is run-time state (carried), not construction."""
+    inside, release = threading.Event(), threading.Event()
+
+    class Slow(autoreg.Module):
+        def __init__(self, wait: bool) -> None:
+            super().__init__()
+            if wait:
+                inside.set()
+                release.wait(30)
+            self.table = torch.ones(1)
+
+    built = Slow(wait=False)
+    builder = threading.Thread(target=Slow, args=(True,))
+    builder.start()
+    try:
+        assert inside.wait(30)
+        built.state = torch.ones(1)
+    finally:
+        release.set()
+        builder.join(30)
+    assert "state" not in built._buffers
+    assert built.double().state.dtype == torch.float64
 
 
 def test_init_signatures_are_preserved() -> None:
