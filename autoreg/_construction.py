@@ -6,19 +6,18 @@ statement, or a ``functools.partialmethod``), ``__post_init__`` (``@dataclass`` 
 ``__init__`` it adds after the class statement), ``__attrs_post_init__`` (attrs),
 ``configure_model()`` (Lightning builds layers there) and ``reset_buffers()`` (autoreg's convention
 for derived buffers). Each such method an autoreg class defines is wrapped when the class is
-created. Tensors assigned before ``nn.Module.__init__`` ran (``PENDING``) are registered as soon
-as it has made its registries (``_execute.register_pending``), or at the latest when the outermost
-call returns. A copy made during construction is another object, and is not being built.
+created: while the outermost call for an instance runs, the instance's ``__dict__`` holds
+``CONSTRUCTING``. Tensors assigned before ``nn.Module.__init__`` ran (``PENDING``) are registered
+as soon as it has made its registries (``_execute.register_pending``), or at the latest when the
+outermost call returns. Copies and pickles never carry either key (``__getstate__``), so a
+copy made during construction is not constructing.
 
-While the outermost call runs, the instance is in ``_state.BUILDING`` (by its id), which
-``_facts.situation`` reads; nothing is written into its ``__dict__``. Before ``nn.Module.__init__``
-(``super().__init__()`` comes first in nearly every ``__init__``) that dict must stay empty: torch
-reads a module whose ``__dict__`` is empty as not yet initialized, and dynamo, meeting one being
-built inside a compiled function, traces it as such (one holding a mark alone it traced as a built
-module without ``_parameters``, and crashed). Nor is the dict read then: on CPython 3.11 reading
-``__dict__`` before ``nn.Module.__init__`` fills it makes every module cost 0.2 us more to build.
-Compiled code never reads ``BUILDING`` (dynamo would guard on it, and every construction anywhere
-would recompile): there a module is being built until ``nn.Module.__init__`` has run.
+A call that begins before ``nn.Module.__init__`` has run (``super().__init__()`` comes first in
+nearly every ``__init__``) writes nothing into the still empty ``__dict__``: torch reads a module
+whose ``__dict__`` is empty as not yet initialized, and dynamo, meeting one being built inside a
+compiled function, traces it as such; one holding autoreg's mark alone it traced as a built module
+without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` instead (by the
+id of its ``__dict__``), which ``_facts.situation`` reads too, for as long as the call runs.
 (Asking dynamo whether a compiled function runs, to keep the mark in the ``__dict__`` elsewhere,
 crashed torch 2.6 and 2.7: their getter of the frame callback returns a reference it does not own.)
 """
@@ -34,7 +33,7 @@ from torch import nn
 
 from ._execute import register_pending
 from ._record import ClassRecord
-from ._state import BUILDING, PENDING
+from ._state import CONSTRUCTING, EARLY, PENDING
 
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
 
@@ -76,14 +75,24 @@ def _constructing(method: Any) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
-        key = id(self)
-        if key in BUILDING:  # an inner call: the outermost marks
-            return call(self, *args, **kwargs)
-        BUILDING.add(key)
-        try:
-            result = call(self, *args, **kwargs)
-        finally:
-            BUILDING.discard(key)
+        d = self.__dict__
+        if not d:  # before nn.Module.__init__ (nearly every __init__): the __dict__ stays empty
+            early = id(d)
+            if early in EARLY:  # an inner call: the outermost marks
+                return call(self, *args, **kwargs)
+            EARLY.add(early)
+            try:
+                result = call(self, *args, **kwargs)
+            finally:
+                EARLY.discard(early)
+        else:
+            if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call
+                return call(self, *args, **kwargs)
+            d[CONSTRUCTING] = True
+            try:
+                result = call(self, *args, **kwargs)
+            finally:
+                self.__dict__.pop(CONSTRUCTING, None)
         if PENDING in self.__dict__:  # nn.Module.__init__ did not ask (register_pending)
             register_pending(self)
         return result

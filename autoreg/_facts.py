@@ -32,7 +32,7 @@ from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import attribute, compiled_attribution
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import BUILDING, MODULE_INTERNALS, OWN_KEYS
+from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -119,7 +119,6 @@ Situation: TypeAlias = tuple[
 
 def situation(
     record: ClassRecord,
-    module: object,
     d: dict[str, Any],
     name: str,
     value: object,
@@ -184,7 +183,8 @@ def situation(
                 derived = None if compiling or not from_setattr else _by_a_utility(sys._getframe(2))
     constructing = (
         registry is UNBUILT
-        or (id(module) in BUILDING if not compiling and BUILDING else False)  # _construction
+        or CONSTRUCTING in d
+        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
         kind = COMPLEX

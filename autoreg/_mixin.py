@@ -54,6 +54,7 @@ from ._state import (
     BUFFER,
     CARRIED,
     CARRYING,
+    CONSTRUCTING,
     FRAMEWORK,
     LEGACY_ROLES,
     MODULE_INTERNALS,
@@ -68,7 +69,7 @@ from ._state import (
 __all__ = ["AutoRegisterMixin", "Module"]
 
 # What a copy never takes from the state it is made from: a copy is not being built.
-_CONSTRUCTION_KEYS: Final = (PENDING,)
+_CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
 _NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
 
 # Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
@@ -127,7 +128,7 @@ class AutoRegisterMixin(_MixinBase):
             # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
             # on them): the decision is made afresh, from the class's snapshot.
             role = d.get(role_key(name))
-            s = situation(record, self, d, name, value, role, True)
+            s = situation(record, d, name, value, role, True)
             decision = decide(record, s, compiling=True)
         else:
             key = record.role_keys.get(name)
@@ -136,7 +137,7 @@ class AutoRegisterMixin(_MixinBase):
                 if len(record.role_keys) < CACHE_LIMIT:
                     record.role_keys[name] = key
             role = d.get(key)
-            s = situation(record, self, d, name, value, role, False, True)  # True: from __setattr__
+            s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
                 d[key] = s[2]  # eager code only: dynamo before 2.7 cannot trace this store
             cached: Decision | None = record.decisions.get(s)
@@ -248,8 +249,7 @@ def _declare_loaded(module: nn.Module) -> None:
         if name not in d:
             continue
         value = d[name]
-        s = situation(record, module, d, name, value, role, False)
-        decision = decide(record, s, compiling=False)
+        decision = decide(record, situation(record, d, name, value, role, False), compiling=False)
         if decision.action is REGISTER:
             register(module, name, value, decision)
             d.pop(key, None)

@@ -28,7 +28,10 @@ call of that graph, so this may replace a dict eager code made meanwhile: nothin
 roles say which names are carried, and eager code makes the dict again from them before it reads
 it (``_carry.listed``); copies and pickles never hold ``UNLISTED``.
 
-``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
+``CONSTRUCTING`` is present while one of the instance's construction methods runs, when that
+method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
+began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
+``__dict__``. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
 be registered (with ``SUPER_INIT``, which registers them as soon as nn.Module.__init__ has made its
 registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
 ``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
@@ -43,9 +46,10 @@ from torch import nn
 
 __all__ = [
     "BUFFER",
-    "BUILDING",
     "CARRIED",
     "CARRYING",
+    "CONSTRUCTING",
+    "EARLY",
     "FRAMEWORK",
     "LEGACY_ROLES",
     "MODEL",
@@ -65,6 +69,7 @@ ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
 CARRYING: Final = "_autoreg_carrying"  # {name: role_key(name)}: every name ever carried
 UNLISTED: Final = True  # under CARRYING, once compiled code carried a name first
+CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
 LEGACY_ROLES: Final = "_autoreg_owned"  # {name: role}: autoreg 0.1's record, in old pickles
@@ -83,9 +88,10 @@ PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignm
 # DataParallel's replicas __dict__): names that hold no attribute of the model's.
 MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica", "__class__", "__dict__"}
 
-# The instances being built, by their ids: an entry lives while the outermost call of one of the
-# instance's construction methods runs (``_construction``).
-BUILDING: Final[set[int]] = set()
+# The instances being built whose outermost construction method began before nn.Module.__init__
+# ran, by the id of their (then empty) __dict__: nothing may be put in that dict first
+# (``_construction`` says why). An entry lives while that call runs.
+EARLY: Final[set[int]] = set()
 
 
 def role_key(name: str) -> str:

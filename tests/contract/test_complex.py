@@ -256,20 +256,15 @@ def test_the_decision_is_row_10_carried() -> None:
     from autoreg._contract import STORE, classify
     from autoreg._facts import situation
     from autoreg._record import record_of
-    from autoreg._state import BUILDING
+    from autoreg._state import CONSTRUCTING
 
     module = autoreg.Module()
     record = record_of(module)
     d = module.__dict__
-    at_run_time = classify(
-        record, situation(record, module, d, "z", torch.tensor([1j]), None, False)
-    )
-    BUILDING.add(id(module))
-    try:
-        built = classify(record, situation(record, module, d, "z", torch.tensor([1j]), None, False))
-        real = classify(record, situation(record, module, d, "x", torch.tensor([1.0]), None, False))
-    finally:
-        BUILDING.discard(id(module))
+    at_run_time = classify(record, situation(record, d, "z", torch.tensor([1j]), None, False))
+    d[CONSTRUCTING] = True
+    built = classify(record, situation(record, d, "z", torch.tensor([1j]), None, False))
+    real = classify(record, situation(record, d, "x", torch.tensor([1.0]), None, False))
     assert (built.row, built.action, built.moves) == (10, STORE, True)
     assert (at_run_time.row, at_run_time.action, at_run_time.moves) == (11, STORE, True)
     assert (real.row, real.action) == (10, real.action.REGISTER)

@@ -14,7 +14,7 @@ from autoreg import _mixin
 from autoreg._contract import classify
 from autoreg._facts import situation
 from autoreg._record import record_of
-from autoreg._state import BUILDING, FRAMEWORK, role_key
+from autoreg._state import CONSTRUCTING, FRAMEWORK, role_key
 
 
 class Subject(autoreg.Module):
@@ -41,16 +41,13 @@ class Subject(autoreg.Module):
 def row(name: str, value: Any, *, constructing: bool = False, framework: bool = False) -> int:
     module = Subject()
     d = module.__dict__
+    if constructing:
+        d[CONSTRUCTING] = True
     if framework:
         d[role_key(name)] = FRAMEWORK
     record = record_of(module)
     role = d.get(role_key(name))
-    if constructing:
-        BUILDING.add(id(module))
-    try:
-        return classify(record, situation(record, module, d, name, value, role, False)).row
-    finally:
-        BUILDING.discard(id(module))
+    return classify(record, situation(record, d, name, value, role, False)).row
 
 
 @pytest.mark.parametrize(

@@ -141,6 +141,7 @@ def test_autoreg_keeps_working_on_a_copy(copier: Callable[[nn.Module], nn.Module
     assert copied.late.dtype == torch.float64
     assert copied.index.dtype == torch.int64
     assert list(copied.state_dict()) == ["stats", "lin.weight", "lin.bias"]
+    assert "_autoreg_constructing" not in vars(copied)  # the copy is not "under construction"
 
 
 def test_copies_are_independent() -> None:
