@@ -763,6 +763,45 @@ def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> Non
     assert auto.double().offset.dtype == torch.float64  # carried
 
 
+class Tables(autoreg.Module):
+    """Nothing in its construction breaks a graph (no ``nn.Linear``, whose initialisation does):
+    dynamo traces all of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.ones(2)
+
+    def reset_buffers(self) -> None:
+        self.fresh = torch.zeros(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.table
+
+
+def test_a_construction_dynamo_traces_whole_is_construction() -> None:
+    """Traced to the end inside a compiled function, ``__init__`` and ``reset_buffers()`` still
+    build the module: its tensors are buffers, as the twin's. (Marking the instance outside its
+    ``__dict__`` alone, which compiled code cannot read, made them carried.)"""
+    built: list[Tables] = []
+
+    def build_and_run(x: torch.Tensor) -> torch.Tensor:
+        module = Tables()
+        built.append(module)
+        return module(x)
+
+    torch.compile(build_and_run, backend="eager")(torch.ones(2))
+    assert dict(built[0].named_buffers()).keys() == {"table"}
+
+    module = Tables()
+
+    def reset(x: torch.Tensor) -> torch.Tensor:
+        module.reset_buffers()
+        return x + module.fresh
+
+    torch.compile(reset, backend="eager")(torch.ones(2))
+    assert dict(module.named_buffers()).keys() == {"table", "fresh"}
+
+
 def test_a_module_being_built_inside_a_compiled_function_elsewhere_recompiles_nothing() -> None:
     """Property 8 with construction elsewhere: while another thread builds a module inside a
     compiled function (autoreg marks it outside its __dict__ then), a compiled forward here is not
