@@ -170,9 +170,11 @@ def test_no_construction_marker_is_left_behind_even_when_init_raises() -> None:
             if fail:
                 raise ValueError("boom")
 
+    assert not [key for key in vars(Failing(fail=False)) if key.startswith("_autoreg_construct")]
     failing = Failing.__new__(Failing)
     with pytest.raises(ValueError, match="boom"):
         failing.__init__(fail=True)
+    assert not [key for key in vars(failing) if key.startswith("_autoreg_construct")]
     failing.later = torch.zeros(1)  # construction is over: carried, not registered
     assert "later" not in failing._buffers
     assert failing.double().later.dtype == torch.float64
