@@ -24,7 +24,6 @@ from .._audit_scope import is_device_cache
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._frames import location
-from .._messages.audits import FIX_AUTOGRAD_RESULT, FIX_STORED, FIX_STORED_CONTAINER
 from .._messages.fix import (
     FIX_HAND_ARRAY,
     FIX_HAND_ARRAYS,
@@ -85,7 +84,7 @@ def collect(
             holders.setdefault(key, [module])
             fixes.setdefault(key, finding.fix)
             where = os.path.abspath(finding.filename)
-            site = Site(where, finding.lineno, "forward", False, _stored_value(finding))
+            site = Site(where, finding.lineno, "forward", False, finding.stored)
             later.setdefault(key, []).append(site)
     strays = []
     for (cls, attribute, kind), modules in holders.items():
@@ -113,14 +112,6 @@ def _not_moved(kind: str, value: object, paths: list[str]) -> str:
         template = FIX_HAND_IN_OBJECTS if several else FIX_HAND_IN_OBJECT
         return template.format(holder=holder, paths=", ".join(paths))
     return (FIX_HAND_ARRAYS if several else FIX_HAND_ARRAY).format(paths=", ".join(paths))
-
-
-def _stored_value(finding: ForwardFinding) -> str:
-    """What forward stored, as a ``Site.value``, read from the fix the audit gives it."""
-    containers = {FIX_STORED_CONTAINER.format(kind=kind) for kind in ("list", "dict")}
-    if finding.fix in (FIX_STORED.format(name=finding.attribute), FIX_AUTOGRAD_RESULT):
-        return "tensor"
-    return "container" if finding.fix in containers else "other"
 
 
 def _stray(

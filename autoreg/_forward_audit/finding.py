@@ -8,9 +8,13 @@ from typing import Any, Literal
 from .._frames import location
 from .._messages.audits import FORWARD_FINDING, OP_AT, OP_AT_LINE, STORED_FINDING
 
-__all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "op_where"]
+__all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "Stored", "op_where"]
 
 Kind = Literal["device", "dtype", "stored"]
+# What forward stored, for a "stored" finding: a tensor that is state of a run (a plain one, or an
+# autograd result), a list or dict of tensors, or anything else (a weight: a leaf that requires
+# grad; a tensor an autoreg module keeps where autoreg cannot carry it).
+Stored = Literal["", "tensor", "container", "other"]
 ModeName = Literal["train", "eval"]  # the mode a pass ran the model in
 ModeChoice = Literal["train", "eval", "both"]  # what audit_forward(mode=...) takes
 
@@ -36,6 +40,10 @@ class ForwardFinding:
     ``"eval"``. ``dtype``, ``shape`` and ``device`` describe the tensor as the model given has it
     (``device`` is ``"cpu"`` for a tensor left on the default device); ``reason`` says what the
     operation does with it. The device row and the dtype row of one site share one ``fix``.
+    ``stored`` says, for ``"stored"``, what forward stored: ``"tensor"`` (state of a run: a
+    tensor, or an autograd result), ``"container"`` (a list or dict of tensors) or ``"other"`` (a
+    weight: a leaf that requires grad; on an autoreg module, a tensor under a name autoreg cannot
+    carry); ``""`` for the other kinds.
     """
 
     kind: Kind
@@ -56,6 +64,7 @@ class ForwardFinding:
     shape: tuple[int, ...] = ()
     device: str = ""
     reason: str = ""
+    stored: Stored = ""
 
     def __str__(self) -> str:
         template = STORED_FINDING if self.kind == "stored" else FORWARD_FINDING

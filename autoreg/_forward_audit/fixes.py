@@ -47,7 +47,7 @@ from .._messages.audits import (
 )
 from .._messages.describe import dtype_name
 from .._mixin import AutoRegisterMixin
-from .finding import ForwardFinding, Kind, ModeName
+from .finding import ForwardFinding, Kind, ModeName, Stored
 from .sites import Site
 
 __all__ = ["Record", "Records", "finish", "record", "stored_fix"]
@@ -215,15 +215,18 @@ def _python(name: str) -> str:
     return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in name.split("."))
 
 
-def stored_fix(holder: nn.Module, finding: Finding) -> str:
-    """The fix for a tensor forward stored on ``holder``, where ``.to()`` leaves it."""
+def stored_fix(holder: nn.Module, finding: Finding) -> tuple[str, Stored]:
+    """The fix for a tensor forward stored on ``holder``, where ``.to()`` leaves it, and what
+    forward stored there (``ForwardFinding.stored``)."""
     tensor, value = finding.tensor, holder.__dict__.get(finding.attribute)
     if (tensor.requires_grad and tensor.is_leaf) or isinstance(holder, AutoRegisterMixin):
-        return finding.fix  # a weight, or a name autoreg cannot carry
+        # a weight, or a name autoreg cannot carry: the audit's own fix
+        result = tensor.requires_grad and not tensor.is_leaf
+        return finding.fix, "tensor" if result else "other"
     if value is tensor:
-        return FIX_STORED.format(name=finding.attribute)
+        return FIX_STORED.format(name=finding.attribute), "tensor"
     kind = "dict" if isinstance(value, dict) else "list"
-    return FIX_STORED_CONTAINER.format(kind=kind)
+    return FIX_STORED_CONTAINER.format(kind=kind), "container"
 
 
 def _named_state(module: nn.Module | None) -> list[tuple[str, torch.Tensor]]:

@@ -91,6 +91,7 @@ def stored_findings(
         line = lines.get((id(holder), finding.attribute)) or made.get(finding.tensor)
         filename, lineno = line or _forward_line(holder)
         key = ("stored", filename, lineno, entry.holder_path, finding.attribute)
+        fix, what = stored_fix(holder, finding)
         stored = ForwardFinding(
             kind="stored",
             filename=filename,
@@ -101,7 +102,7 @@ def stored_findings(
             op_lineno=0,
             tensor=f"{dtype_name(finding.dtype)}{list(finding.shape)}",
             entered=False,
-            fix=stored_fix(holder, finding),
+            fix=fix,
             attribute=finding.attribute,
             class_name=finding.class_name,
             module_path=entry.holder_path,
@@ -109,6 +110,7 @@ def stored_findings(
             dtype=dtype_name(finding.dtype),
             shape=finding.shape,
             device=device,
+            stored=what,
         )
         found.append((key, stored))
     return found

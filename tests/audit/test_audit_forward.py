@@ -128,6 +128,7 @@ def test_each_finding_reads_as_a_line_and_a_fix() -> None:
         "shape",
         "device",
         "reason",
+        "stored",
     }
     assert (device.attribute, device.class_name, device.module_path) == ("", "Net", "")
     assert device.mode == "train"

@@ -83,6 +83,9 @@ def test_state_stored_in_forward_is_reported_at_the_assignment_with_its_fix() ->
         "activations",
         line_of(Recurrent, "self.activations.append("),
     )
+    # What was stored, as data: autoreg fix reads it (never from the fix's words)
+    assert (h.stored, activations.stored) == ("tensor", "container")
+    assert h.as_dict()["stored"] == "tensor"
 
 
 def test_a_kv_cache_is_reported_at_its_assignment_or_at_the_line_that_made_its_entry() -> None:
@@ -102,6 +105,25 @@ def test_a_kv_cache_is_reported_at_its_assignment_or_at_the_line_that_made_its_e
         line_of(Caches, "self.keys.append(self.k(x))"),
     )
     assert "a list of tensors" in keys.fix
+    assert (cache.stored, keys.stored) == ("container", "container")
+
+
+class StoresAWeight(nn.Module):
+    """Stores a fresh leaf that requires grad in forward: a weight, not state of a run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(DIM, DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.scale = torch.ones(DIM, requires_grad=True)
+        return self.proj(x) * self.scale
+
+
+def test_what_forward_stored_is_told_apart_by_the_value_not_by_the_fix_text() -> None:
+    made, weight = stored(StoresAWeight())  # the leaf is made on the CPU: a device finding too
+    assert (weight.kind, weight.attribute, weight.stored) == ("stored", "scale", "other")
+    assert (made.kind, made.stored) == ("device", "")
 
 
 def test_what_an_autoreg_module_carries_is_not_a_finding() -> None:
