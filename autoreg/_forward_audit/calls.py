@@ -4,11 +4,14 @@ On the CPU, ``torch.zeros(n, device=x.device)`` and ``torch.zeros(n)`` make the 
 the operation below sees ``device=cpu`` in both. What tells them apart is the call the code wrote,
 which ``Calls``, a ``TorchFunctionMode``, sees before the operation runs:
 
-- ``x.device`` of a tensor that follows the model gives ``MODEL_DEVICE``: a ``torch.device("cpu")``
-  of the audit's own, known by its identity, so that a call given it (``device=x.device``,
+- ``x.device`` of a tensor that follows the model gives ``MODEL_DEVICE``: a CPU device of the
+  audit's own, known by its identity, so that a call given it (``device=x.device``,
   ``.to(x.device)``) makes its tensors on the model's device. Any other CPU device (``"cpu"``, a
   device a module keeps from its constructor) is the default device; ``"cuda"`` and other
-  accelerators are where a moved model is, and run on the CPU here.
+  accelerators are where a moved model is, and run on the CPU here. ``MODEL_DEVICE`` is
+  ``cpu:0``, which torch runs on the CPU and which compares unequal to ``cpu``, the device of a
+  tensor on the default device: ``self.table.device != x.device`` is true, as on a GPU, and a
+  forward that moves its table when the devices differ moves it here too.
 - ``.to(...)``, ``.type_as(t)``, ``.cuda()`` and ``.cpu()`` move a tensor to or from the model's
   device: where the CPU returns the tensor itself, the audit makes the copy a GPU would.
   ``.numpy()`` of a tensor on the model's device, which CUDA refuses, is told to ``on_numpy``.
@@ -38,7 +41,8 @@ from .tags import Tag, Tags
 
 __all__ = ["MODEL_DEVICE", "Call", "Calls"]
 
-MODEL_DEVICE: Final = torch.device("cpu")  # compared by identity: the model's device, on the CPU
+# The model's device, on the CPU: compared by identity; unequal to the default device, "cpu"
+MODEL_DEVICE: Final = torch.device("cpu", 0)
 
 _DEVICE: Final = torch.Tensor.device.__get__
 _AUTOGRAD: Final = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})

@@ -393,6 +393,45 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(6, 4, generator=generator), torch.tensor([0, 1, 2, 0, 1, 2])
 
 
+# --- a table forward moves itself, when its device or dtype is not the input's -----------------
+
+
+class LazyTable(nn.Module):
+    """A relative positional table kept as a plain attribute, which forward moves to the input's
+    device and dtype only when they differ (speech encoders do so): on a GPU the comparison is
+    true and the table moves. Nothing in forward meets the model's tensors on another device;
+    the store is reported, as every tensor forward stores where ``.to()`` leaves it (the
+    attribute is a finding of the other audit, with the fix for both)."""
+
+    def __init__(self, dim: int = 4, length: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.table = torch.randn(length, dim, generator=torch.Generator().manual_seed(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.table.device != x.device or self.table.dtype != x.dtype:
+            self.table = self.table.to(device=x.device, dtype=x.dtype)  # stray: stored
+        return x + self.proj(self.table[: x.shape[0]])
+
+
+class SameDeviceTable(LazyTable):
+    """The same, with the comparison the other way round."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        same = (self.table.device, self.table.dtype) == (x.device, x.dtype)
+        table = self.table if same else self.table.to(x)
+        return x + self.proj(table[: x.shape[0]])
+
+
+class UnmovedTable(LazyTable):
+    """Compares the devices, and moves the wrong tensor: the table stays where it was."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.table.device != x.device:
+            x = x.to(self.table.device)  # stray: device
+        return x + self.proj(self.table[: x.shape[0]])  # stray: device, dtype
+
+
 # --- tensors held in plain objects: a namespace, a class with __slots__, numpy arrays -------------
 
 

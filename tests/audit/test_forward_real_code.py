@@ -109,6 +109,19 @@ def test_a_dtype_that_comes_to_be_in_a_division_is_reported_where_it_does() -> N
     )
 
 
+@pytest.mark.parametrize("cls", [rp.LazyTable, rp.SameDeviceTable, rp.UnmovedTable])
+def test_a_device_comparison_is_answered_as_on_a_gpu(cls: type[rp.LazyTable]) -> None:
+    """``self.table.device != x.device``: false on the CPU, true on a GPU for a table ``.to()``
+    left behind. The audit answers it as a GPU would, so a table that forward moves itself when
+    the devices differ meets the model's tensors on their device, and one it does not move does
+    not."""
+    findings = autoreg.audit_forward(cls(), torch.ones(3, 4))
+    assert found(findings) == marked(cls)
+    assert {(f.kind, f.attribute) for f in autoreg.find_unregistered(cls())} == {
+        ("tensor", "table")
+    }
+
+
 # --- any step, not only forward ------------------------------------------------------------------
 
 
