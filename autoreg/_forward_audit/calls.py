@@ -11,7 +11,9 @@ which ``Calls``, a ``TorchFunctionMode``, sees before the operation runs:
   accelerators are where a moved model is, and run on the CPU here. ``MODEL_DEVICE`` is
   ``cpu:0``, which torch runs on the CPU and which compares unequal to ``cpu``, the device of a
   tensor on the default device: ``self.table.device != x.device`` is true, as on a GPU, and a
-  forward that moves its table when the devices differ moves it here too.
+  forward that moves its table when the devices differ moves it here too. A copy of it
+  (``torch.device(x.device)``, ``str(x.device)``) is the model's device as well; code that
+  writes ``"cpu:0"`` itself, which nothing else here makes, is taken for it too.
 - ``.to(...)``, ``.type_as(t)``, ``.cuda()`` and ``.cpu()`` move a tensor to or from the model's
   device: where the CPU returns the tensor itself, the audit makes the copy a GPU would.
   ``.numpy()`` of a tensor on the model's device, which CUDA refuses, is told to ``on_numpy``.
@@ -183,6 +185,8 @@ class Calls(TorchFunctionMode):
             device = torch.device(value)
         except (RuntimeError, TypeError):
             return None, value, ""
+        if device == MODEL_DEVICE:  # a copy of it: torch.device(x.device), str(x.device)
+            return True, value, ""
         if device.type == "cpu":
             return False, value, self.devices.get(id(value), "")
         return True, self.run_device, ""  # an accelerator: where a moved model is

@@ -8,7 +8,8 @@ floating dtype, a tensor of another dtype made in the pass that promotes an oper
 model's dtype, or makes it raise (or would on CUDA: ``mm`` does not promote), is a dtype finding;
 a cast of the model's own values (``x.float()``, an island of float32 cast back with
 ``.type_as(x)``) that only promotes is precision on purpose. After it runs, its outputs are
-tagged: whether they follow the model, and the sites they came from. Findings are recorded once
+tagged: whether they follow the model, and the sites they came from (not an index's: what CUDA
+takes from the CPU on purpose says nothing of where the result is). Findings are recorded once
 per kind and site, as ``Record``s (``fixes`` words them at the end).
 """
 
@@ -149,7 +150,11 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if self.values is None:
                 raise
             result = self.values.on_the_cpu(error, func, args, kwargs, replace, named)
-        self._tag_outputs(func, name, args, kwargs, tensors, result)
+        # What the outputs are made of: not what CUDA takes from the CPU on purpose (an index
+        # says which values, not where they are)
+        ok = CPU_OK.get(name, frozenset())
+        sources = [t for arg, t in named if arg not in ok] if ok else tensors
+        self._tag_outputs(func, name, args, kwargs, tensors, sources, result)
         if self.values is not None:
             self.values.follow(func, args, kwargs, result)
         return result
@@ -257,6 +262,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         tensors: list[torch.Tensor],
+        sources: list[torch.Tensor],
         result: Any,
     ) -> None:
         outputs = tensors_in(result)
@@ -299,9 +305,9 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         else:  # computed: from every site of its inputs; a 0-dim input is a scalar to CUDA,
             # and makes no stray of a tensor computed with a dimensioned one (torch's sdpa turns
             # a bool mask into a float one with where(mask, scalar_tensor(0), scalar_tensor(-inf)))
-            sites = merged(self.tags.sites(t) for t in tensors if t.dim())
+            sites = merged(self.tags.sites(t) for t in sources if t.dim())
             if sites is None:
-                sites = merged(self.tags.sites(t) for t in tensors)
+                sites = merged(self.tags.sites(t) for t in sources)
             if floating(new[0]) and not any(floating(t) for t in tensors):
                 # Floating values computed from integers (divided, times a Python float): their
                 # dtype, the default one, came to be at this line, where to give them the model's.

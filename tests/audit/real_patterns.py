@@ -432,6 +432,31 @@ class UnmovedTable(LazyTable):
         return x + self.proj(self.table[: x.shape[0]])  # stray: device, dtype
 
 
+class IndexedTable(LazyTable):
+    """Rows of a table ``.to()`` left behind, picked by positions made on the CPU: CUDA takes
+    the positions from the CPU, the table is the stray."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[0])
+        return self.proj(x) + self.table[positions]  # stray: device, dtype
+
+
+class DeviceCopies(nn.Module):
+    """Devices passed on as copies of ``x.device``: a new ``torch.device`` of it, its string (code
+    that logs or configures devices by name); and ``"cpu"`` written out, the default device."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        device = str(x.device)
+        ones = torch.ones(x.shape[-1], dtype=x.dtype, device=torch.device(x.device))
+        rows = torch.arange(x.shape[0], device=device).unsqueeze(-1)
+        fixed = torch.full(x.shape, 2.0, device="cpu")  # stray: device, dtype
+        return self.proj(x) * ones + rows + fixed
+
+
 # --- tensors held in plain objects: a namespace, a class with __slots__, numpy arrays -------------
 
 

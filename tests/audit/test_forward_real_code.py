@@ -122,6 +122,19 @@ def test_a_device_comparison_is_answered_as_on_a_gpu(cls: type[rp.LazyTable]) ->
     }
 
 
+def test_an_index_made_on_the_cpu_is_not_the_stray_of_what_it_picks() -> None:
+    """``self.table[positions]``: the rows are the table's, wherever the positions were made."""
+    findings = autoreg.audit_forward(rp.IndexedTable(), torch.ones(3, 4))
+    assert found(findings) == marked(rp.IndexedTable)
+
+
+def test_a_copy_of_the_models_device_is_the_models_device() -> None:
+    """``torch.device(x.device)`` and ``str(x.device)`` name the model's device, as on a GPU;
+    ``"cpu"`` written out is the default device."""
+    findings = autoreg.audit_forward(rp.DeviceCopies(), torch.ones(3, 4))
+    assert found(findings) == marked(rp.DeviceCopies)
+
+
 # --- any step, not only forward ------------------------------------------------------------------
 
 
