@@ -441,6 +441,22 @@ class IndexedTable(LazyTable):
         return self.proj(x) + self.table[positions]  # stray: device, dtype
 
 
+class PlainFrequencies(nn.Module):
+    """Rotary frequencies kept as a plain attribute, and positions made where they are and cast
+    to their dtype: every tensor here stays on the CPU, and nothing is copied back from the
+    model's device."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.arange(x.shape[0], device=self.inv_freq.device)  # stray: device
+        freqs = torch.outer(t.type_as(self.inv_freq), self.inv_freq)  # stray: device, dtype
+        return self.proj(x) * torch.cat((freqs, freqs), -1).cos()
+
+
 class DeviceCopies(nn.Module):
     """Devices passed on as copies of ``x.device``: a new ``torch.device`` of it, its string (code
     that logs or configures devices by name); and ``"cpu"`` written out, the default device."""

@@ -128,6 +128,14 @@ def test_an_index_made_on_the_cpu_is_not_the_stray_of_what_it_picks() -> None:
     assert found(findings) == marked(rp.IndexedTable)
 
 
+def test_a_cast_where_the_tensor_is_is_no_copy_back() -> None:
+    """``t.type_as(self.inv_freq)``, both on the CPU: a cast there, not a copy back from the
+    model's device (whose fix would tell to avoid a ``.cpu()`` the code does not have)."""
+    findings = autoreg.audit_forward(rp.PlainFrequencies(), torch.ones(3, 4))
+    assert found(findings) == marked(rp.PlainFrequencies)
+    assert not any("round trip" in f.fix for f in findings)
+
+
 def test_a_copy_of_the_models_device_is_the_models_device() -> None:
     """``torch.device(x.device)`` and ``str(x.device)`` name the model's device, as on a GPU;
     ``"cpu"`` written out is the default device."""
