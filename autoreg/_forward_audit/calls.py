@@ -209,7 +209,7 @@ class Calls(TorchFunctionMode):
                 )
                 self.tags.set(result, Tag(False, (*kept, fixed)))
             return result
-        if not target and not self.tags.follows(source):
+        if not target and not attribute and not self.tags.follows(source):
             return result  # a cast on the default device, where the tensor was: tagged as one
         if _same_storage(source, result):
             result = result.clone()

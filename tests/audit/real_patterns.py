@@ -457,6 +457,20 @@ class PlainFrequencies(nn.Module):
         return self.proj(x) * torch.cat((freqs, freqs), -1).cos()
 
 
+class KeptDevice(nn.Module):
+    """A device kept from the constructor (``self.device``), given with a dtype to a tensor made
+    in forward: the fix names the attribute, whose device ``.to()`` does not change."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.device = torch.device("cpu")
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        steps = torch.arange(x.shape[0]).to(self.device, torch.float32)  # stray: device, dtype
+        return self.proj(x) + steps.unsqueeze(-1)
+
+
 class DeviceCopies(nn.Module):
     """Devices passed on as copies of ``x.device``: a new ``torch.device`` of it, its string (code
     that logs or configures devices by name); and ``"cpu"`` written out, the default device."""

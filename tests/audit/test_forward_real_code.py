@@ -136,6 +136,17 @@ def test_a_cast_where_the_tensor_is_is_no_copy_back() -> None:
     assert not any("round trip" in f.fix for f in findings)
 
 
+def test_a_cast_to_a_device_kept_from_the_constructor_names_the_attribute() -> None:
+    """``.to(self.device, torch.float32)`` of a tensor already there: the fix names
+    ``self.device``, on the device row and the dtype row."""
+    findings = autoreg.audit_forward(rp.KeptDevice(), torch.ones(3, 4))
+    assert found(findings) == marked(rp.KeptDevice)
+    assert {f.kind for f in findings if "KeptDevice.device is the device" in f.fix} == {
+        "device",
+        "dtype",
+    }
+
+
 def test_a_copy_of_the_models_device_is_the_models_device() -> None:
     """``torch.device(x.device)`` and ``str(x.device)`` name the model's device, as on a GPU;
     ``"cpu"`` written out is the default device."""
