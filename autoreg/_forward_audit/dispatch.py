@@ -125,9 +125,9 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if cpu and name not in LIFTS and not self.tags.known(tensor):
                 self._enter(tensor)
         model = [t for t in tensors if self.tags.follows(t)]
+        ok = CPU_OK.get(name, frozenset())  # what CUDA takes from the CPU on purpose
         replace: dict[int, torch.Tensor] = {}
         if model:
-            ok = CPU_OK.get(name, frozenset())
             for arg, tensor in named:
                 if tensor.dim() and arg not in ok and not self.tags.follows(tensor):
                     if self.devices:
@@ -150,9 +150,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if self.values is None:
                 raise
             result = self.values.on_the_cpu(error, func, args, kwargs, replace, named)
-        # What the outputs are made of: not what CUDA takes from the CPU on purpose (an index
-        # says which values, not where they are)
-        ok = CPU_OK.get(name, frozenset())
+        # What the outputs are made of: not an index (it says which values, not where they are)
         sources = [t for arg, t in named if arg not in ok] if ok else tensors
         self._tag_outputs(func, name, args, kwargs, tensors, sources, result)
         if self.values is not None:
