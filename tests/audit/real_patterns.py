@@ -471,6 +471,32 @@ class KeptDevice(nn.Module):
         return self.proj(x) + steps.unsqueeze(-1)
 
 
+class CudaOnlyBranch(nn.Module):
+    """Asks whether it runs on CUDA: the audit, on the CPU, takes the CPU branch, so the stray
+    only the CUDA branch makes is never made in the pass (docs/audits.md says so)."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.proj(x)
+        if y.is_cuda or y.device.type == "cuda":
+            scale = torch.ones(y.shape[-1])  # a stray on a GPU, never run in the audit
+        else:
+            scale = torch.ones(y.shape[-1], dtype=y.dtype, device=y.device)
+        return y * scale
+
+
+class WritesCpuZero(CudaOnlyBranch):
+    """Writes ``"cpu:0"``, the device the audit gives the model's tensors: taken for it (a stray
+    on a GPU, missed; docs/audits.md says so)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.proj(x)
+        return y * torch.ones(y.shape[-1], dtype=y.dtype, device="cpu:0")
+
+
 class DeviceCopies(nn.Module):
     """Devices passed on as copies of ``x.device``: a new ``torch.device`` of it, its string (code
     that logs or configures devices by name); and ``"cpu"`` written out, the default device."""

@@ -147,6 +147,18 @@ def test_a_cast_to_a_device_kept_from_the_constructor_names_the_attribute() -> N
     }
 
 
+def test_code_that_asks_for_cuda_takes_its_cpu_branch() -> None:
+    """A limit the audits page states: ``x.is_cuda`` is answered as the CPU answers it, so what
+    only the CUDA branch makes is missed (answering as a GPU would run CUDA-only code)."""
+    assert autoreg.audit_forward(rp.CudaOnlyBranch(), torch.ones(3, 4)) == []
+
+
+def test_a_cpu_0_the_code_writes_is_taken_for_the_models_device() -> None:
+    """The other limit the audits page states: ``"cpu:0"`` is how the audit names the model's
+    device on the CPU."""
+    assert autoreg.audit_forward(rp.WritesCpuZero(), torch.ones(3, 4)) == []
+
+
 def test_a_copy_of_the_models_device_is_the_models_device() -> None:
     """``torch.device(x.device)`` and ``str(x.device)`` name the model's device, as on a GPU;
     ``"cpu"`` written out is the default device."""

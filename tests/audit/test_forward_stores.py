@@ -126,6 +126,33 @@ def test_what_forward_stored_is_told_apart_by_the_value_not_by_the_fix_text() ->
     assert (made.kind, made.stored) == ("device", "")
 
 
+class KeepsUnderAClassAttribute(autoreg.Module):
+    """An autoreg module whose state name is a class attribute: autoreg cannot carry it."""
+
+    h = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(DIM, DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.proj(x)
+        self.h = y if self.training else y.detach()
+        return y
+
+
+def test_on_an_autoreg_module_what_was_stored_follows_the_value_too() -> None:
+    """The audit's own fix, and what was stored: an autograd result is state of a run (it is
+    carried once detached); a tensor under a name autoreg cannot carry is something else."""
+    (result,) = autoreg.audit_forward(KeepsUnderAClassAttribute(), torch.ones(2, DIM))
+    assert (result.kind, result.attribute, result.stored) == ("stored", "h", "tensor")
+    (plain,) = autoreg.audit_forward(
+        KeepsUnderAClassAttribute().eval(), torch.ones(2, DIM), mode="eval"
+    )
+    assert (plain.kind, plain.attribute, plain.stored) == ("stored", "h", "other")
+    assert "defined on the class" in plain.fix
+
+
 def test_what_an_autoreg_module_carries_is_not_a_finding() -> None:
     assert stored(CarriedCaches()) == []
 
