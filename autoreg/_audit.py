@@ -6,11 +6,15 @@ Design note
 reachable from its module tree stay where they are when ``.to()`` / ``.cuda()`` / ``.half()`` run?
 Those are the tensors in a module's ``__dict__``: plain tensor attributes, and tensors nested in
 list, tuple and dict attributes (walked by ``_walk.iter_tensors``, so the audit and autoreg's
-``_apply`` agree on what a container is). Each tensor object is reported once, at the first path
-that reaches it, in ``named_modules()`` order. Not findings (``_audit_scope`` decides all but the
-first):
+``_apply`` agree on what a container is). ``.to()`` leaves a reference, not a tensor: each
+attribute that holds one is reported (the tensor at the first path in it that reaches it), in
+``named_modules()`` order, so that a tensor two modules share is reported at both, and the fix
+of each is written. Not findings (``_audit_scope`` decides all but the first):
 
-- parameters and buffers of any module in the tree, wherever else they are referenced;
+- parameters of the tree wherever else they are referenced: ``.to()`` converts a parameter in
+  place (``param.data``), so every reference follows (unless torch is set to overwrite
+  parameters, ``torch.__future__``). A reference to a *buffer* is a finding: ``.to()`` gives the
+  buffer a new tensor in its module's ``_buffers`` and leaves every other reference behind;
 - what an autoreg module carries (``carried_by_autoreg``, which asks the core): its ``.to()``
   converts those tensors - except leaves that require grad, which it leaves, so those are
   findings. Only an instance of an autoreg class carries: one unpickled after its class went back
@@ -87,7 +91,7 @@ from ._messages.audits import (
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
 from ._state import FRAMEWORK, role_key
-from ._walk import iter_modules, iter_tensors, registered_tensors
+from ._walk import iter_modules, iter_tensors
 
 __all__ = [
     "Finding",
@@ -160,11 +164,13 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
     """Every tensor reachable from ``module``'s tree that ``.to()`` would leave behind.
 
     Works on any ``nn.Module``, autoreg or not; changes nothing. Reports plain tensor attributes
-    and tensors nested in list, tuple and dict attributes, each tensor object once, in
-    ``named_modules()`` order. Parameters and buffers of the tree are never findings, even when
-    a container also holds them; neither is what an autoreg module carries (it moves), nor a name
-    declared ``autoreg.Plain``. Tensors that require grad are findings: ``.to()`` leaves them too.
-    So is every tensor of a module held in a container (``blocks[0].weight``): ``.to()`` never
+    and tensors nested in list, tuple and dict attributes, in ``named_modules()`` order: each
+    attribute that holds a tensor ``.to()`` leaves behind, so a tensor two modules share is
+    reported at both. A parameter of the tree is never a finding, wherever it is referenced
+    (``.to()`` converts it in place); a buffer held under another name is (``.to()`` replaces the
+    buffer and leaves the reference). Neither is what an autoreg module carries (it moves), nor a
+    name declared ``autoreg.Plain``. Tensors that require grad are findings: ``.to()`` leaves them
+    too. So is every tensor of a module held in a container (``blocks[0].weight``): ``.to()`` never
     reaches it.
     """
     check_module(module, "find_unregistered")
@@ -183,15 +189,28 @@ class Located:
 def locate_unregistered(module: nn.Module) -> list[Located]:
     """``find_unregistered(module)``, each finding with the module that holds it."""
     located: list[Located] = []
-    registered = registered_tensors(module.modules())
-    _audit(module, "", registered, set(module.modules()), located, set(), reached=True)
+    _audit(module, "", follow_in_place(module), set(module.modules()), located, set(), reached=True)
     return located
+
+
+def follow_in_place(module: nn.Module) -> set[int]:
+    """The ids of the tensors of ``module``'s tree that ``.to()`` converts in place, so that every
+    reference to one follows it: its parameters (nn.Module sets ``param.data``, or swaps the
+    tensors), unless torch is set to overwrite parameters without swapping them
+    (``torch.__future__``). Its buffers are replaced: a reference elsewhere stays behind."""
+    future = torch.__future__
+    if (
+        future.get_overwrite_module_params_on_conversion()
+        and not future.get_swap_module_params_on_conversion()
+    ):
+        return set()
+    return {id(parameter) for parameter in module.parameters()}
 
 
 def _audit(
     root: nn.Module,
     base: str,
-    registered: dict[int, Any],
+    in_place: set[int],
     audited: set[nn.Module],
     located: list[Located],
     walked: set[int],
@@ -200,22 +219,23 @@ def _audit(
 ) -> None:
     """Add to ``located`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
 
+    ``in_place``: the ids of the tensors ``.to()`` converts in place (``follow_in_place``).
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
     not reached, and then nothing in it moves, not even what autoreg carries. ``walked``: the
     ids of the plain objects and numpy arrays already read.
     """
-    reported = {id(entry.finding.tensor) for entry in located}
     for prefix, sub in root.named_modules(prefix=base):
         for name, value, kind in entries(sub):
             if kind != "value":
-                _held(sub, prefix, name, value, registered, reported, walked, located)
+                _held(sub, prefix, name, value, in_place, walked, located)
                 continue
             if reached and is_device_cache(value) and overrides_apply(type(sub)):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except leaves that require grad.
             moves = reached and carried_by_autoreg(sub, name, value)
+            reported: set[int] = set()  # in this attribute: each tensor at its first path
             for path, tensor in iter_tensors(value, join(prefix, name)):
-                if id(tensor) in registered or id(tensor) in reported:
+                if id(tensor) in in_place or id(tensor) in reported:
                     continue
                 if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue
@@ -238,16 +258,17 @@ def _audit(
                 fix = FIX_MODULE_IN_CONTAINER.format(
                     container=f"Module{kind.title()}", kind=type(value).__name__
                 )
+                # Its parameters and buffers: nothing converts them, unless a parameter is one of
+                # the tree's too (converted in place); a buffer of the tree's is replaced there.
                 for key, tensor in (
                     *held.named_parameters(prefix=path, remove_duplicate=False),
                     *held.named_buffers(prefix=path, remove_duplicate=False),
                 ):
-                    if id(tensor) not in registered and id(tensor) not in reported:
+                    if id(tensor) not in in_place and id(tensor) not in reported:
                         reported.add(id(tensor))
                         finding = Finding(key, tensor, type(sub).__name__, name, fix)
                         located.append(Located(finding, sub, prefix))
-                _audit(held, path, registered, audited, located, walked, reached=False)
-                reported.update(id(entry.finding.tensor) for entry in located)
+                _audit(held, path, in_place, audited, located, walked, reached=False)
 
 
 def _held(
@@ -255,13 +276,14 @@ def _held(
     prefix: str,
     name: str,
     value: object,
-    registered: dict[int, Any],
-    reported: set[int],
+    in_place: set[int],
     walked: set[int],
     located: list[Located],
 ) -> None:
     """Add to ``located`` a numpy array ``module.name``, or what the plain object there holds:
-    its tensors and arrays, one level into it (its fields, and the containers they hold)."""
+    its tensors and arrays, one level into it (its fields, and the containers they hold). An
+    object is read once, at the first module that holds it: its fix is in the object, which all
+    its holders share."""
     where = join(prefix, name)
     if array_dtype(value) is not None:
         _array(module, prefix, name, where, value, walked, located)
@@ -270,9 +292,10 @@ def _held(
         return
     walked.add(id(value))
     fix = FIX_IN_OBJECT.format(holder=type(value).__name__)
+    reported: set[int] = set()
     for field, item in object_fields(value):
         for path, tensor in iter_tensors(item, f"{where}.{field}"):
-            if id(tensor) not in registered and id(tensor) not in reported:
+            if id(tensor) not in in_place and id(tensor) not in reported:
                 reported.add(id(tensor))
                 finding = Finding(path, tensor, type(module).__name__, name, fix, "object")
                 located.append(Located(finding, module, prefix))

@@ -9,7 +9,7 @@ modules included, is a leaf.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
@@ -21,7 +21,6 @@ __all__ = [
     "iter_tensors",
     "loose_tensors",
     "map_tensors",
-    "registered_tensors",
 ]
 
 CONTAINERS = (list, tuple, dict)
@@ -174,16 +173,3 @@ def loose_tensors(module: nn.Module, value: object) -> list[tuple[str, torch.Ten
         if not missing:
             return []
     return [(path, t) for path, t in found if id(t) in missing]
-
-
-def registered_tensors(
-    modules: Iterable[nn.Module],
-) -> dict[int, tuple[torch.Tensor, dict[str, Any], str]]:
-    """``id(tensor) -> (tensor, registry, key)`` for the parameters and buffers of ``modules``."""
-    found: dict[int, tuple[torch.Tensor, dict[str, Any], str]] = {}
-    for module in modules:
-        for registry in (module._parameters, module._buffers):
-            for key, tensor in registry.items():
-                if tensor is not None:
-                    found[id(tensor)] = (tensor, registry, key)
-    return found

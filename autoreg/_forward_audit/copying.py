@@ -157,24 +157,30 @@ def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Ten
 
 def strand(twin: nn.Module) -> dict[int, Located]:
     """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id, with the
-    module that holds each. Those elsewhere than on the CPU are put there, where they would be
-    had the model been built there (a model built on meta, one moved to a GPU): then
-    ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes the devices."""
+    first module that holds each. Those elsewhere than on the CPU are put there, where they would
+    be had the model been built there (a model built on meta, one moved to a GPU): then
+    ``self.mask.to(x)`` moves one, and ``x + self.mask`` mixes the devices. A reference to a
+    buffer (or to a parameter torch overwrites) gets a tensor of its own: on a real device,
+    ``.to()`` gives the buffer a new tensor and leaves the reference on the CPU, where the
+    copy's ``.to("cpu")`` changed nothing."""
     stranded: dict[int, Located] = {}
     replaced: dict[int, torch.Tensor] = {}
+    registered = {id(t) for t in state(twin)}
     for entry in locate_unregistered(twin):
         tensor = entry.finding.tensor
         if entry.finding.kind == "numpy":
             continue  # a numpy array never enters a pass as it is
-        if tensor.device.type != "cpu":  # on meta (no values: zeros), or on a GPU
-            if tensor.device.type == STAND_IN.type:
+        if id(tensor) in replaced:
+            tensor = replaced[id(tensor)]
+        elif tensor.device.type != "cpu" or id(tensor) in registered:
+            if tensor.device.type == STAND_IN.type:  # on meta: no values, zeros
                 cpu = torch.zeros(tensor.shape, dtype=tensor.dtype)
-            else:
-                cpu = tensor.detach().cpu()
+            else:  # on a GPU, or the buffer's on the CPU
+                cpu = tensor.detach().to("cpu", copy=True)
             cpu.requires_grad_(tensor.requires_grad)
             replaced[id(tensor)] = cpu
             tensor = cpu
-        stranded[id(tensor)] = entry
+        stranded.setdefault(id(tensor), entry)
     if replaced:
         for module in twin.modules():
             for name, value in list(vars(module).items()):

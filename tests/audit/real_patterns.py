@@ -513,6 +513,68 @@ class DeviceCopies(nn.Module):
         return self.proj(x) * ones + rows + fixed
 
 
+# --- one tensor given to several modules: a causal mask made once for every block -----------------
+
+
+class MaskedEncoder(nn.Module):
+    def __init__(self, mask: torch.Tensor, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.mask = mask
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + self.mask  # stray: device, dtype
+
+
+class MaskedDecoder(MaskedEncoder):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) * self.mask
+
+
+class SharedMask(nn.Module):
+    """Two classes hold one mask, made once and handed to both (as transformers that build one
+    causal mask for all their blocks do). ``.to()`` leaves both references: each class is a
+    finding of the attribute audit."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        mask = torch.ones(dim)
+        self.encoder, self.decoder = MaskedEncoder(mask, dim), MaskedDecoder(mask, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(x))
+
+
+class HalfFixedEncoder(MaskedEncoder):
+    """The encoder with its fix written: the mask is its buffer."""
+
+    def __init__(self, mask: torch.Tensor, dim: int = 4) -> None:
+        super().__init__(mask, dim)
+        del self.mask
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + self.mask
+
+
+class HalfFixedDecoder(MaskedEncoder):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) * self.mask  # stray: device, dtype
+
+
+class HalfFixedMask(nn.Module):
+    """The same after the encoder alone was fixed: the decoder's reference is to the encoder's
+    buffer, which ``.to()`` replaces in the encoder and leaves in the decoder."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        mask = torch.ones(dim)
+        self.encoder, self.decoder = HalfFixedEncoder(mask, dim), HalfFixedDecoder(mask, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(x))
+
+
 # --- tensors held in plain objects: a namespace, a class with __slots__, numpy arrays -------------
 
 

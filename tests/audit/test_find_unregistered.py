@@ -1,4 +1,5 @@
-"""find_unregistered: every tensor .to() would leave behind, once, with where it is and the fix."""
+"""find_unregistered: every reference to a tensor that .to() would leave behind, with where it is
+and the fix."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from torch.nn.utils import prune
 
 import autoreg
 from autoreg import NotAModuleError
+from autoreg._audit import locate_unregistered
 from autoreg._walk import iter_modules, iter_tensors
 from tests.support import role
 
@@ -103,14 +105,56 @@ def test_tensors_in_containers_are_reported_with_python_indexing(
     assert paths(box) == [f"head.{path}" for path in expected]
 
 
-def test_a_tensor_reachable_twice_is_reported_once_at_its_first_path() -> None:
+def test_a_tensor_is_reported_at_each_attribute_that_holds_it_at_its_first_path_there() -> None:
+    # .to() leaves each reference: fixing one attribute leaves the others behind.
     shared = torch.ones(1)
     box = Box()
     box.a = shared
     box.b = [shared, {"again": shared}]
     box.child = Box()
     box.child.c = shared
-    assert paths(box) == ["a"]
+    assert paths(box) == ["a", "b[0]", "child.c"]
+
+
+class Encoder(nn.Module):
+    def __init__(self, mask: torch.Tensor) -> None:
+        super().__init__()
+        self.mask = mask
+
+
+class Decoder(nn.Module):
+    def __init__(self, mask: torch.Tensor) -> None:
+        super().__init__()
+        self.mask = mask
+
+
+class Shared(nn.Module):
+    """Two classes given one mask (a causal mask made once, handed to every block)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        mask = torch.ones(2, 2)
+        self.encoder, self.decoder = Encoder(mask), Decoder(mask)
+
+
+def test_a_tensor_two_classes_share_is_reported_in_each_class() -> None:
+    findings = autoreg.find_unregistered(Shared())
+    assert [(f.path, f.class_name) for f in findings] == [
+        ("encoder.mask", "Encoder"),
+        ("decoder.mask", "Decoder"),
+    ]
+
+
+def test_one_class_fixed_the_reference_the_other_keeps_to_its_buffer_is_reported() -> None:
+    # What fixing the first finding alone leaves: .to() gives the buffer a new tensor and leaves
+    # the other class's reference on the CPU.
+    model = Shared()
+    mask = model.encoder.__dict__.pop("mask")
+    model.encoder.register_buffer("mask", mask, persistent=False)
+    assert paths(model) == ["decoder.mask"]
+    model.to("meta")
+    assert model.encoder.mask.is_meta
+    assert model.decoder.mask.device.type == "cpu"
 
 
 def test_a_shared_submodule_is_audited_once() -> None:
@@ -172,14 +216,56 @@ def test_nothing_moves_in_a_module_held_in_a_plain_container() -> None:
 # --- what is not reported ------------------------------------------------------------------------
 
 
-def test_parameters_and_buffers_of_the_tree_are_not_findings_wherever_they_sit() -> None:
+def test_parameters_of_the_tree_are_not_findings_wherever_they_sit() -> None:
+    # .to() converts a parameter in place (param.data), to a dtype or between the CPU and a
+    # GPU: every reference follows it. (Not to meta: torch replaces the parameter there.)
+    model = Box()
+    model.linear = nn.Linear(2, 2)
+    model.refs = [model.linear.weight, {"bias": model.linear.bias}]
+    assert paths(model) == []
+    model.to(torch.float64)
+    assert model.refs[0].dtype == model.refs[1]["bias"].dtype == torch.float64
+
+
+def test_a_buffer_referenced_under_another_name_is_a_finding_there() -> None:
+    # .to() replaces a buffer in its module's _buffers: every other reference stays behind.
     model = Box()
     model.linear = nn.Linear(2, 2)
     model.register_buffer("table", torch.ones(3))
     model.linear.register_buffer("scale", torch.ones(1))
-    model.refs = [model.linear.weight, {"table": model.table}, (model.linear.scale,)]
+    model.refs = [{"table": model.table}, (model.linear.scale,)]
     model.alias = model.table
+    assert paths(model) == ["refs[0]['table']", "refs[1][0]", "alias"]
+    model.to("meta")
+    assert model.table.is_meta
+    assert model.linear.scale.is_meta
+    assert model.alias.device.type == "cpu"
+    assert model.refs[1][0].device.type == "cpu"
+
+
+def test_an_autoreg_module_carries_its_reference_to_a_buffer() -> None:
+    model = AutoBox()
+    model.register_buffer("table", torch.ones(3))
+    model.alias = model.table  # after construction: carried, as that buffer
     assert paths(model) == []
+    model.to("meta")
+    assert model.alias is model.table
+    assert model.alias.is_meta
+
+
+def test_parameters_torch_overwrites_leave_their_references_behind() -> None:
+    model = Box()
+    model.linear = nn.Linear(2, 2)
+    model.refs = [model.linear.weight]
+    overwrite = torch.__future__.get_overwrite_module_params_on_conversion()
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
+    try:
+        assert paths(model) == ["refs[0]"]
+        model.to(torch.float64)
+        assert model.linear.weight.dtype == torch.float64
+        assert model.refs[0].dtype == torch.float32
+    finally:
+        torch.__future__.set_overwrite_module_params_on_conversion(overwrite)
 
 
 @pytest.mark.parametrize(
@@ -426,7 +512,7 @@ def test_something_other_than_a_module_is_refused(value: object, message: str) -
 def module_trees(draw: st.DrawFn) -> tuple[nn.Module, set[int]]:
     """A random tree of plain and autoreg modules holding shared tensors in every way there is.
 
-    Returns the root and the ids of its parameters and buffers (never findings).
+    Returns the root and the ids of its parameters (never findings: converted in place).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)  # grad leaves on AutoBox
@@ -476,7 +562,7 @@ def _build_tree(draw: st.DrawFn) -> tuple[nn.Module, set[int]]:
                 if registered:
                     setattr(module, name, [draw(st.sampled_from(registered)), draw(tensors)])
     root = modules[0]
-    return root, {id(t) for t in (*root.parameters(), *root.buffers())}
+    return root, {id(t) for t in root.parameters()}
 
 
 @settings(max_examples=80, deadline=None)
@@ -484,28 +570,42 @@ def _build_tree(draw: st.DrawFn) -> tuple[nn.Module, set[int]]:
 def test_findings_are_exactly_the_tensors_that_to_leaves_behind(
     tree: tuple[nn.Module, set[int]],
 ) -> None:
-    root, registered = tree
-    findings = autoreg.find_unregistered(root)
-    reported = {id(finding.tensor) for finding in findings}
+    # Each attribute that still holds a CPU tensor after .to("meta") is a finding, with that
+    # tensor; a module held in a container leaves its parameters and buffers behind, found at the
+    # container's attribute, and its own attributes, found at it.
+    root, parameters = tree
+    reported = {
+        (id(entry.holder), entry.finding.attribute, id(entry.finding.tensor))
+        for entry in locate_unregistered(root)
+    }
+    # A reference to a parameter of the tree follows it: .to() converts it in place, to a dtype or
+    # a GPU (to meta, torch replaces it: the one move where such a reference stays).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)
         root.to("meta")
-    modules = list(root.modules())
-    for module in modules:  # and the modules held in containers, which .to() does not reach
+    left_behind: set[tuple[int, str, int]] = set()
+    reached = list(root.modules())
+    walked: list[nn.Module] = []
+    for module in reached:
         for name, value in vars(module).items():
-            if not name.startswith("_"):
-                modules.extend(m for _, m in iter_modules(value) if m not in modules)
-    left_behind = {
-        id(tensor)
-        for module in modules
-        for name, value in [
-            *vars(module).items(),
-            ("", [*module.parameters(recurse=False), *module.buffers(recurse=False)]),
-        ]
-        if not name.startswith("_")
-        for _, tensor in iter_tensors(value)
-        if tensor.device.type == "cpu" and id(tensor) not in registered
-    }
+            if name.startswith("_"):
+                continue
+            for _, tensor in iter_tensors(value):
+                if tensor.device.type == "cpu" and id(tensor) not in parameters:
+                    left_behind.add((id(module), name, id(tensor)))
+            for _, held in iter_modules(value):
+                if held in reached or held in walked:
+                    continue
+                walked.append(held)
+                for tensor in (*held.parameters(), *held.buffers()):
+                    if id(tensor) not in parameters:  # a parameter of the tree: it moved
+                        left_behind.add((id(module), name, id(tensor)))
+                for below in held.modules():
+                    for attribute, item in vars(below).items():
+                        if not attribute.startswith("_"):
+                            for _, tensor in iter_tensors(item):
+                                if id(tensor) not in parameters:
+                                    left_behind.add((id(below), attribute, id(tensor)))
     assert reported == left_behind
 
 

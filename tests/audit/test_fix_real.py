@@ -1,12 +1,12 @@
 """``autoreg fix`` never introduces a bug, on models that reproduce the patterns of real code
 (``fix_real/``: an LLM with a complex rotary table, a NeRF embedding, soft actor-critic
 policies, a Hamiltonian network, a neural ODE, a YOLO head, PyTorch's examples, a from-scratch
-transformer, a DDPM). Each is rewritten in both styles with ``--write``, then the original and
-the rewritten model are compared in fresh processes (``fix_support/equivalence.py``): the same
-state_dict keys, the old checkpoint loads strictly, float32 outputs bitwise equal, outputs after
-``.to(torch.bfloat16)`` and ``.double()`` as the original's with no tensor changing its kind
-(a complex table cast to a real dtype), and nothing left behind after ``.double()`` and
-``.to("meta")`` but what ``fix`` lists."""
+transformer, a DDPM, a mask shared by two classes). Each is rewritten in both styles with
+``--write``, then the original and the rewritten model are compared in fresh processes
+(``fix_support/equivalence.py``): the same state_dict keys, the old checkpoint loads strictly,
+float32 outputs bitwise equal, outputs after ``.to(torch.bfloat16)`` and ``.double()`` as the
+original's with no tensor changing its kind (a complex table cast to a real dtype), and nothing
+left behind after ``.double()`` and ``.to("meta")`` but what ``fix`` lists."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ TARGETS = [
         "language:build",
         "encoder:build",
         "diffusion:build",
+        "shared:build",
     )
 ]
 # What .to("meta") still leaves behind, listed by fix: the complex rotary table stays plain in

@@ -128,6 +128,29 @@ def test_an_index_made_on_the_cpu_is_not_the_stray_of_what_it_picks() -> None:
     assert found(findings) == marked(rp.IndexedTable)
 
 
+def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
+    """One mask given to two classes: both references stay behind, so both classes are findings
+    of the attribute audit, and the forward meets the mask first in the encoder."""
+    findings = autoreg.audit_forward(rp.SharedMask(), torch.ones(3, 4))
+    assert found(findings) == marked(rp.MaskedEncoder)
+    assert [(f.path, f.class_name) for f in autoreg.find_unregistered(rp.SharedMask())] == [
+        ("encoder.mask", "MaskedEncoder"),
+        ("decoder.mask", "MaskedDecoder"),
+    ]
+
+
+def test_a_reference_to_another_modules_buffer_stays_behind() -> None:
+    """After the encoder alone was fixed, the decoder's reference is to the encoder's buffer: on a
+    GPU, ``.to()`` gives the buffer a new tensor and leaves the reference on the CPU, in its old
+    dtype. Both audits say so; before, both took the reference for the buffer."""
+    model = rp.HalfFixedMask()
+    findings = autoreg.audit_forward(model, torch.ones(3, 4))
+    assert found(findings) == marked(rp.HalfFixedDecoder)
+    assert [(f.path, f.class_name) for f in autoreg.find_unregistered(model)] == [
+        ("decoder.mask", "HalfFixedDecoder")
+    ]
+
+
 def test_a_cast_where_the_tensor_is_is_no_copy_back() -> None:
     """``t.type_as(self.inv_freq)``, both on the CPU: a cast there, not a copy back from the
     model's device (whose fix would tell to avoid a ``.cpu()`` the code does not have)."""
