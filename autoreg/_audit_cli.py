@@ -20,7 +20,7 @@ import argparse
 import json
 
 from ._audit import Finding, find_unregistered
-from ._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
+from ._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, users_code
 from ._errors import ForwardAuditError
 from ._forward_audit import (
     ModeChoice,
@@ -47,10 +47,11 @@ def run(args: argparse.Namespace) -> int:
     """Audit the target ``args`` name; print the report; return the exit status."""
     forward_asked = args.forward or args.step is not None
     mode = _mode(args, forward_asked)
-    step = load_function(args.step) if args.step is not None else None
-    target = load(args.target)
-    forward = forward_report(target, mode, step) if forward_asked else None
-    findings = find_unregistered(target.model)
+    with users_code():
+        step = load_function(args.step) if args.step is not None else None
+        target = load(args.target)
+        forward = forward_report(target, mode, step) if forward_asked else None
+        findings = find_unregistered(target.model)
     if args.json:
         emit(json.dumps(audit_json(args.target, target.model, findings, forward), indent=2))
     else:

@@ -16,6 +16,7 @@ commands run with that one warning silenced, so that it never reaches the report
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -123,6 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def prog() -> str:
     """How the user ran it: the ``autoreg`` console script, or ``python -m autoreg``."""
     return "autoreg" if os.path.basename(sys.argv[0]) == "autoreg" else "python -m autoreg"
+
+
+def users_code() -> contextlib.AbstractContextManager[Any]:
+    """Around all that runs the user's code (the import, the factory, the forward, the step):
+    what it prints goes to stderr, so that stdout carries the report only (``--json`` is read by
+    programs)."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def emit(text: str) -> None:

@@ -4,8 +4,9 @@ A target names a module instance, a module class, or a zero-argument callable th
 module, ``(model, args)`` or ``(model, args, kwargs)`` (the inputs of one forward pass). Whatever
 goes wrong while building it (a malformed target, a file path, a module that cannot be imported,
 a missing name, a factory that raises or returns something else) is a ``UsageError``: one line,
-exit status 2, located at the user's line, never a traceback. The user's code prints to stderr,
-so that stdout carries the report only.
+exit status 2, located at the user's line, never a traceback. The commands build it inside
+``_cli.users_code``: what the user's code prints goes to stderr, and stdout carries the report
+only.
 
 The user's project is imported first: the directory the command runs in goes to the front of
 ``sys.path``, before the entries of ``PYTHONPATH`` (a clone of autoreg there has an ``examples``
@@ -15,7 +16,6 @@ package of the same name was imported from elsewhere before.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import os
@@ -62,8 +62,7 @@ class Target:
 def load(target: str) -> Target:
     """Import and call what ``target`` names; raise ``UsageError`` with the reason if it does
     not give a module, ``(model, args)`` or ``(model, args, kwargs)``."""
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report only
-        value, called = _resolve(target)
+    value, called = _resolve(target)
     if isinstance(value, nn.Module):
         return Target(target, value, called=called)
     if called and isinstance(value, tuple) and len(value) in (2, 3):
@@ -80,8 +79,7 @@ def load(target: str) -> Target:
 def load_function(target: str) -> Callable[..., Any]:
     """The function ``target`` names (``package.module:function``), not called; raise
     ``UsageError`` if it cannot be had or is not callable."""
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report only
-        value = _named(target)
+    value = _named(target)
     if not callable(value) or isinstance(value, type):
         raise UsageError(NOT_A_FUNCTION.format(target=target, value=describe_object(value)))
     return value

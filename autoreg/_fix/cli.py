@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit
+from .._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, users_code
 from .._messages.fix import (
     FIX_CLEAN,
     FIX_FORWARD_STRAYS,
@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         if error.name is None or error.name.partition(".")[0] != "libcst":
             raise
         raise UsageError(FIX_NO_LIBCST) from None
-    analyses = [analyse(target) for target in args.targets]
+    with users_code():
+        analyses = [analyse(target) for target in args.targets]
     strays = [stray for analysis in analyses for stray in analysis.strays]
     plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
     rewrites: dict[str, tuple[bytes, Rewrite]] = {}

@@ -112,6 +112,26 @@ def args_not_a_sequence():
     return Clean(), torch.ones(3, 2)
 
 
+class Talking(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.scale = torch.ones(2)
+
+    def forward(self, x):
+        print("forward ran")
+        return self.linear(x) * self.scale
+
+
+def talking():
+    return Talking(), (torch.ones(3, 2),)
+
+
+def talking_step(model, x):
+    print("step ran")
+    return model(x).sum()
+
+
 instance = Clean()
 """
 
@@ -163,6 +183,28 @@ def test_a_clean_forward_exits_0(model_dir: Path) -> None:
         "Nothing in Clean would be left behind by .to().\n\n"
         "Nothing in the forward of Clean (train mode) stays behind when it moves.\n"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["audit", "cli_forward_models:talking", "--forward", "--train", "--eval", "--json"],
+        ["audit", "cli_forward_models:talking", "--step", "cli_forward_models:talking_step"],
+        ["fix", "cli_forward_models:talking"],
+    ],
+    ids=["forward-json", "step", "fix"],
+)
+def test_what_the_users_code_prints_goes_to_stderr(model_dir: Path, command: list[str]) -> None:
+    """stdout carries the report only (``--json`` is parsed by programs, ``fix`` prints a diff):
+    the forward and the step print to stderr, as the factory does."""
+    result = run_cli(model_dir, *command)
+    assert "ran" not in result.stdout
+    assert ("step ran" if "--step" in command else "forward ran") in result.stderr
+    if "--json" in command:
+        assert json.loads(result.stdout)["findings"][0]["attribute"] == "scale"
+    if command[0] == "fix":
+        assert result.stdout.startswith("--- ")
 
 
 # --- in process -----------------------------------------------------------------------------------
