@@ -99,6 +99,12 @@ def audit_forward(
             training = None if mode is None else name == "train"
             for low in (None, low_precision) if low_precision is not None else (None,):
                 _run(model, args, kwargs, step, low, training, backward, records, stored)
+    return found_before(model, records, stored)
+
+
+def found_before(model: nn.Module, records: Records, stored: Stored) -> list[ForwardFinding]:
+    """What the passes run so far found: the strays of every pass, and the state forward
+    stored (recorded by the pass in the model's own dtype, kept when a later pass stops)."""
     return [*finish(records, _device_of(model)), *stored.values()]
 
 
@@ -144,7 +150,7 @@ def _run(
     try:
         twin = copy_model(model, low, meta)
     except CannotConvertError as error:
-        _not_converted(error, model, step, low, records)
+        _not_converted(error, model, step, low, records, stored)
     if training is not None:
         twin.train(training)
     mode: ModeName = "train" if twin.training else "eval"
@@ -167,7 +173,7 @@ def _run(
             output = call(run, *inputs)
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
-        _stopped(error, model, args, kwargs, step, low, training, values, records)
+        _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
     if stores is not None:
         device = _device_of(model)
         for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):
@@ -179,7 +185,7 @@ def _run(
             torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
     except Exception as error:  # noqa: BLE001 - raised again unless the audit caused it
         if not audit.moved_grad or values is None:
-            _stopped(error, model, args, kwargs, step, low, training, values, records)
+            _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
         # Else, on meta, autograd expects the gradient of a stray the audit moved on its old
         # device: the backward pass ends there, with its findings.
 
@@ -194,10 +200,12 @@ def _stopped(
     training: bool | None,
     values: Values | None,
     records: Records,
+    stored: Stored,
 ) -> NoReturn:
     """Raise ``ForwardAuditError`` for ``error``, which stopped a pass, saying truthfully whose
     it is: on the CPU, the model given is run again without the audit, and what it does then
-    decides between an error of the forward itself and a limit of the audit."""
+    decides between an error of the forward itself and a limit of the audit. It carries what the
+    passes before found (``found_before``)."""
     what = what_runs(model, step)
     filename, lineno = error_line(error) or ("<unknown>", 0)
     names = {
@@ -215,7 +223,7 @@ def _stopped(
         template = LOW_PRECISION_RAISED if low is not None else FORWARD_OWN_ERROR
     else:
         template = LOW_PRECISION_LIMIT if low is not None else FORWARD_AUDIT_LIMIT
-    found = finish(records, _device_of(model))
+    found = found_before(model, records, stored)
     before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
     message = template.format(**names, found=before)
     raise ForwardStoppedError(message, found, _one_line(message)) from error
@@ -227,13 +235,14 @@ def _not_converted(
     step: Step | None,
     low: torch.dtype | None,
     records: Records,
+    stored: Stored,
 ) -> NoReturn:
     """Raise ``ForwardAuditError``: the copy's own ``.to()`` raised, with what was found before
     (the pass in the model's own dtype, when the one in ``low`` cannot be converted)."""
     cls, filename_line = type(model).__name__, error_line(error.error)
     where = f" (at {location(*filename_line)})" if filename_line else ""
     move = str(error.move) if isinstance(error.move, torch.dtype) else repr(str(error.move))
-    found = finish(records, _device_of(model))
+    found = found_before(model, records, stored)
     before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
     message = CANNOT_CONVERT.format(
         what=what_runs(model, step),

@@ -152,3 +152,29 @@ def test_a_to_of_the_models_own_that_refuses_a_dtype_stops_the_dtype_pass_with_i
     summary = autoreg._forward_audit.not_audited(caught.value)
     assert summary.endswith("; an error of the model's own to(), not of the audit")
     assert "\n" not in summary
+
+
+class ComplexKernel(nn.Module):
+    """Its forward cannot run in bfloat16 (``view_as_complex``, as state space models' kernels),
+    and stores a table on its first call: state ``.to()`` leaves behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(DIM, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kernel = torch.view_as_complex(self.weight)
+        self.table = torch.arange(DIM, device=kernel.device) * 0.5
+        return (kernel * x).real + self.table
+
+
+def test_the_state_the_first_pass_found_stored_is_kept_when_the_dtype_pass_stops() -> None:
+    """The pass in bfloat16 raises as the model does; what the pass in the model's own dtype
+    found is kept, the state forward stored with the rest. Before: the stored state was
+    dropped, and ``autoreg audit`` said "no stray found before" of a model that stores one."""
+    with pytest.raises(ForwardAuditError) as caught:
+        autoreg.audit_forward(ComplexKernel(), torch.ones(2, DIM))
+    [stored] = caught.value.findings
+    assert (stored.kind, stored.attribute) == ("stored", "table")
+    assert "view_as_complex" in str(caught.value)
+    assert "No stray found before" not in str(caught.value)
