@@ -40,6 +40,7 @@ from .rules import (
     keeps_dtype,
     named_tensors,
     run,
+    takes_cpu_scalars,
     target_device,
     tensors_in,
     written,
@@ -120,8 +121,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         tensors = [t for _, t in named]
         if self.values is not None and name in READS and any(_on_meta(t) for t in tensors):
             return self.values.read(func, args, kwargs)
+        # A 0-dim CPU tensor is a scalar to CUDA's element-wise kernels, a stray to the others.
+        scalars = takes_cpu_scalars(func)
         for tensor in tensors:
-            cpu = tensor.dim() and tensor.device.type == "cpu"
+            cpu = (tensor.dim() or not scalars) and tensor.device.type == "cpu"
             if cpu and name not in LIFTS and not self.tags.known(tensor):
                 self._enter(tensor)
         model = [t for t in tensors if self.tags.follows(t)]
@@ -129,7 +132,8 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         replace: dict[int, torch.Tensor] = {}
         if model:
             for arg, tensor in named:
-                if tensor.dim() and arg not in ok and not self.tags.follows(tensor):
+                counts = tensor.dim() or not scalars
+                if counts and arg not in ok and not self.tags.follows(tensor):
                     if self.devices:
                         self._record("device", tensor, func, model)
                     self.moved_grad = self.moved_grad or tensor.requires_grad

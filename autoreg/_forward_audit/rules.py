@@ -9,7 +9,10 @@ ones it writes to, and run it with some of them replaced.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any, Final
 
 import torch
@@ -30,6 +33,7 @@ __all__ = [
     "left_behind",
     "named_tensors",
     "run",
+    "takes_cpu_scalars",
     "target_device",
     "tensors_in",
     "writes_self",
@@ -82,6 +86,48 @@ _NO_HALF_KERNEL: Final = re.compile(r"not implemented for '(BFloat16|Half)'")
 RANDOM: Final = frozenset({"rand", "randn", "randint", "randperm", "normal", "bernoulli"})
 LIFTS: Final = frozenset({"lift_fresh", "lift_fresh_copy", "lift"})  # torch.tensor(data)
 READS: Final = frozenset({"_local_scalar_dense", "is_nonzero", "equal"})  # to Python values
+
+
+@functools.cache
+def takes_cpu_scalars(func: Any) -> bool:
+    """Whether CUDA's kernel of the operation ``func`` takes a 0-dim CPU tensor beside CUDA
+    tensors, as a scalar: the element-wise operations (TensorIterator's), which torch's
+    ``native_functions.yaml`` marks ``device_check: NoCheck``. For any other ATen operation
+    (``clamp.Tensor``, ``index_select``, ``cat``, ``mm``), torch's generated code checks that
+    every tensor is on one device, 0-dim or not. An operation the file does not list (another
+    library's), or a torch without the file, is given the benefit of the doubt: taken as
+    taking scalars, as the audit always did."""
+    schema = func._schema
+    namespace, _, name = schema.name.partition("::")
+    if namespace != "aten":
+        return True
+    key = f"{name}.{schema.overload_name}" if schema.overload_name else name
+    listed, unchecked = _device_checks()
+    return key in unchecked or key not in listed
+
+
+@functools.cache
+def _device_checks() -> tuple[frozenset[str], frozenset[str]]:
+    """The ATen operations ``native_functions.yaml`` lists (``name.overload``), and those it marks
+    ``device_check: NoCheck``: read from the copy torch installs with ``torchgen`` (a line scan,
+    a few milliseconds, once), without importing it. Empty when it is not there."""
+    spec = importlib.util.find_spec("torchgen")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    path = Path(*locations[:1], "packaged", "ATen", "native", "native_functions.yaml")
+    try:
+        text = path.read_text(encoding="utf-8") if locations else ""
+    except OSError:
+        text = ""
+    listed: set[str] = set()
+    unchecked: set[str] = set()
+    current = None
+    for line in text.splitlines():
+        if line.startswith("- func: "):
+            current = line[len("- func: ") :].partition("(")[0]
+            listed.add(current)
+        elif current is not None and line.strip().startswith("device_check: NoCheck"):
+            unchecked.add(current)
+    return frozenset(listed), frozenset(unchecked)
 
 
 def named_tensors(

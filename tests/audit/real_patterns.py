@@ -513,6 +513,29 @@ class DeviceCopies(nn.Module):
         return self.proj(x) * ones + rows + fixed
 
 
+# --- 0-dim tensors made on the CPU: scalars to element-wise kernels, strays to the others --------
+
+
+class ScaledCosineAttention(nn.Module):
+    """Attention logits scaled by a learned temperature clamped from above, the bound a 0-dim
+    tensor made on the CPU (as scaled-cosine vision transformers write it): CUDA's
+    ``clamp.Tensor`` checks the devices of all its tensors, 0-dim or not, and raises. The
+    0-dim factor of the product is a scalar to CUDA's ``mul``."""
+
+    def __init__(self, heads: int = 2) -> None:
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones(heads, 1, 1)))
+        self.null = nn.Embedding(3, 4)
+
+    def forward(self, attn: torch.Tensor) -> torch.Tensor:
+        limit = torch.log(torch.tensor(100.0))  # stray: device
+        scale = torch.clamp(self.logit_scale, max=limit).exp()
+        half = torch.tensor(0.5)
+        null = self.null(torch.tensor(2))  # stray: device
+        pooled = torch.stack([attn.mean(), torch.tensor(0.0)])  # stray: device
+        return attn * scale * half + null.sum() + pooled.sum()
+
+
 # --- one tensor given to several modules: a causal mask made once for every block -----------------
 
 

@@ -128,6 +128,34 @@ def test_an_index_made_on_the_cpu_is_not_the_stray_of_what_it_picks() -> None:
     assert found(findings) == marked(rp.IndexedTable)
 
 
+def test_a_0_dim_cpu_tensor_is_a_stray_where_cuda_checks_every_device() -> None:
+    """A 0-dim CPU tensor is a scalar to CUDA's element-wise kernels (``mul``), a stray to the
+    others (``clamp.Tensor``'s bound, an embedding's index, ``stack``), which check the device of
+    every tensor: before, every 0-dim tensor passed (scaled-cosine attention's clamp, a known
+    crash on CUDA)."""
+    findings = autoreg.audit_forward(rp.ScaledCosineAttention(), torch.ones(2, 4, 4))
+    assert found(findings) == marked(rp.ScaledCosineAttention)
+    assert {f.op for f in findings} == {"clamp", "embedding", "stack"}
+
+
+def test_without_torchs_list_of_device_checks_a_0_dim_tensor_is_a_scalar(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where torch's ``native_functions.yaml`` (installed with ``torchgen``) cannot be read, the
+    audit cannot tell which kernels check devices: it takes every 0-dim tensor for a scalar, as
+    before, and reports nothing it cannot establish."""
+    rules = autoreg._forward_audit.rules
+    assert not rules.takes_cpu_scalars(torch.ops.aten.clamp.Tensor)
+    monkeypatch.setattr(rules, "_device_checks", lambda: (frozenset(), frozenset()))
+    rules.takes_cpu_scalars.cache_clear()
+    try:
+        assert rules.takes_cpu_scalars(torch.ops.aten.clamp.Tensor)
+        findings = autoreg.audit_forward(rp.ScaledCosineAttention(), torch.ones(2, 4, 4))
+    finally:
+        rules.takes_cpu_scalars.cache_clear()
+    assert findings == []
+
+
 def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
     """One mask given to two classes: both references stay behind, so both classes are findings
     of the attribute audit, and the forward meets the mask first in the encoder."""
