@@ -36,6 +36,7 @@ from .rules import (
     READS,
     STAND_IN,
     cast,
+    complex_of,
     floating,
     keeps_dtype,
     named_tensors,
@@ -230,6 +231,8 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         that may mix. What only torch cast (inside sdpa, under autocast) is torch's."""
         if tensor.dtype in (low, torch.bool) or not tensor.dim():
             return False
+        if tensor.is_complex() and tensor.dtype == complex_of(low):
+            return False  # the model's dtype in complex form
         return any(not site.internal for site in self.tags.sites(tensor))
 
     def _island(self, tensor: torch.Tensor) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "READS",
     "STAND_IN",
     "cast",
+    "complex_of",
     "floating",
     "invoke",
     "keeps_dtype",
@@ -210,10 +211,21 @@ def writes_self(func: Any) -> bool:
 def cast(
     replace: dict[int, torch.Tensor], tensors: list[torch.Tensor], dtype: torch.dtype
 ) -> dict[int, torch.Tensor]:
+    """``replace`` with ``tensors`` converted to the model's ``dtype``: a complex one to its
+    complex counterpart (``complex_of``), never to a real dtype (which drops its imaginary
+    part and changes what the code computes)."""
     cast = dict(replace)
     for tensor in tensors:
-        cast[id(tensor)] = replace.get(id(tensor), tensor).to(dtype)
+        target = complex_of(dtype) if tensor.is_complex() else dtype
+        cast[id(tensor)] = replace.get(id(tensor), tensor).to(target)
     return cast
+
+
+def complex_of(dtype: torch.dtype) -> torch.dtype:
+    """The complex dtype that is the model's ``dtype`` in complex form: what its own complex
+    values are (``torch.view_as_complex`` of its float32 parameters, a float32 rotary table made
+    complex in a bfloat16 model) and what ``dtype=A.dtype`` of them makes."""
+    return torch.complex128 if dtype == torch.float64 else torch.complex64
 
 
 def floating(tensor: torch.Tensor) -> bool:

@@ -536,6 +536,36 @@ class ScaledCosineAttention(nn.Module):
         return attn * scale * half + null.sum() + pooled.sum()
 
 
+# --- complex values of the model's own: a diagonal state space kernel -----------------------------
+
+
+class ComplexDiagonal(nn.Module):
+    """A complex diagonal kept as a real parameter (``view_as_real``), as diagonal state space
+    layers keep theirs, and a matrix made complex on purpose with ``dtype=A.dtype``: the model's
+    dtype in complex form, not a stray."""
+
+    def __init__(self, n: int = 4) -> None:
+        super().__init__()
+        diagonal = -0.5 + 1j * torch.arange(n, dtype=torch.float32)
+        self.A = nn.Parameter(torch.view_as_real(diagonal))
+        self.w = nn.Parameter(torch.eye(n) * 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        A = torch.view_as_complex(self.A)
+        R = torch.eye(A.shape[0], dtype=A.dtype, device=A.device) + self.w
+        return (torch.linalg.solve(R, A.unsqueeze(-1)).squeeze(-1) * x).real
+
+
+class DoubleComplex(ComplexDiagonal):
+    """The same matrix made in complex128, twice the model's precision: a stray of its dtype."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        A = torch.view_as_complex(self.A)
+        R = torch.eye(A.shape[0], dtype=torch.complex128, device=A.device)  # stray: dtype
+        R = R + self.w
+        return (torch.linalg.solve(R, A.unsqueeze(-1)).squeeze(-1) * x).real
+
+
 # --- one tensor given to several modules: a causal mask made once for every block -----------------
 
 

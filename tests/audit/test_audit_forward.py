@@ -3,7 +3,8 @@
 Judged by CUDA's rules on the meta device, without a GPU: a CPU tensor with a dimension next to the
 model's device is a ``"device"`` finding (0-dim CPU tensors are scalars to CUDA's element-wise
 kernels); in a second pass in bfloat16, a tensor made in forward in another dtype that promotes
-or breaks an operation is a ``"dtype"`` finding. One finding per line that made the stray, however often it is used.
+or breaks an operation is a ``"dtype"`` finding. One finding per line that made the stray, however
+often it is used.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,19 @@ def test_without_torchs_list_of_device_checks_a_0_dim_tensor_is_a_scalar(
     finally:
         rules.takes_cpu_scalars.cache_clear()
     assert findings == []
+
+
+@pytest.mark.parametrize("cls", [rp.ComplexDiagonal, rp.DoubleComplex])
+def test_the_models_dtype_in_complex_form_is_its_own(cls: type[rp.ComplexDiagonal]) -> None:
+    """``dtype=A.dtype`` of the model's complex values (complex64 in a float32 model) is the
+    model's dtype, not a stray; complex128 is, and the pass goes on with it cast to complex64,
+    never to a real dtype (which dropped its imaginary part, warned, and sent the forward
+    elsewhere: ``linalg.solve`` then raised, and the audit called the forward one it cannot
+    follow). The model cannot run in bfloat16 (``view_as_complex``): one pass."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # casting complex to real warns
+        findings = autoreg.audit_forward(cls(), torch.ones(2, 4), low_precision=None)
+    assert found(findings) == marked(cls)
 
 
 def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
