@@ -23,8 +23,10 @@ from torch import nn
 from torch.nn.parameter import UninitializedParameter
 from torch.overrides import _get_current_function_mode_stack
 from torch.utils._device import DeviceContext
+from torch.utils._pytree import tree_flatten
 
 from .._audit import Located, locate_unregistered
+from .._audit_scope import object_fields
 from .._errors import ForwardAuditError
 from .._messages.audits import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS
 from .._messages.describe import describe, describe_error
@@ -40,6 +42,7 @@ __all__ = [
     "default_device_cpu",
     "devices_held",
     "follow",
+    "input_tensors",
     "on_meta",
     "rng_kept",
     "state",
@@ -134,12 +137,28 @@ def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> st
     return CANNOT_COPY.format(cls=type(model).__name__, error=describe_error(error))
 
 
+def input_tensors(inputs: Any) -> list[torch.Tensor]:
+    """The tensors of the forward's inputs, which the caller moves with the model: nested in
+    lists, tuples and dicts, and one level into a plain object among them (its fields, and the
+    containers they hold), as the attribute audit reads objects: a batch wrapper that holds the
+    padded tensors and their mask (DETR's ``NestedTensor``) is the input."""
+    found: dict[int, torch.Tensor] = {}
+    for leaf in tree_flatten(inputs)[0]:
+        if isinstance(leaf, torch.Tensor):
+            found.setdefault(id(leaf), leaf)
+        elif not isinstance(leaf, nn.Module):
+            for _, item in object_fields(leaf):
+                for tensor in tensors_in(item):
+                    found.setdefault(id(tensor), tensor)
+    return list(found.values())
+
+
 def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor] | None) -> Any:
-    """The inputs, deep-copied, with every tensor nested in lists, tuples and dicts copied to the
-    CPU (to meta when ``values`` is given: it then maps each to the caller's, which holds its
+    """The inputs, deep-copied, with each of their tensors (``input_tensors``) copied to the CPU
+    (to meta when ``values`` is given: it then maps each to the caller's, which holds its
     values), its floating ones converted to ``low``."""
     memo: dict[int, Any] = {}
-    for tensor in tensors_in(inputs):
+    for tensor in input_tensors(inputs):
         device = STAND_IN if values is not None else torch.device("cpu")
         moved = tensor.detach().to(device, copy=True)
         if low is not None and moved.is_floating_point():
@@ -200,7 +219,7 @@ def follow(tags: Tags, twin: nn.Module, stranded: dict[int, Located], inputs: An
                 for _, tensor in iter_tensors(value):
                     if id(tensor) not in stranded:
                         tags.set(tensor, Tag(True))
-    for tensor in (*state(twin), *tensors_in(inputs)):
+    for tensor in (*state(twin), *input_tensors(inputs)):
         tags.set(tensor, Tag(True))
 
 

@@ -566,6 +566,36 @@ class DoubleComplex(ComplexDiagonal):
         return (torch.linalg.solve(R, A.unsqueeze(-1)).squeeze(-1) * x).real
 
 
+# --- inputs in a plain object: a padded batch and its mask --------------------------------------
+
+
+class PaddedBatch:
+    """A batch of padded tensors and the mask of their padding, as detection transformers pass
+    their images: the caller moves it with the model (its own ``to()``)."""
+
+    def __init__(self, tensors: torch.Tensor, mask: torch.Tensor) -> None:
+        self.tensors, self.mask = tensors, mask
+
+    def to(self, device: torch.device | str) -> PaddedBatch:
+        return PaddedBatch(self.tensors.to(device), self.mask.to(device))
+
+
+class BatchEncoder(nn.Module):
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, batch: PaddedBatch) -> torch.Tensor:
+        padding = torch.ones(batch.tensors.shape[-1])  # stray: device, dtype
+        out = self.proj(batch.tensors).masked_fill(batch.mask[..., None], 0.0)
+        return out + padding
+
+
+def padded_batch() -> tuple[PaddedBatch]:
+    tensors = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
+    return (PaddedBatch(tensors, torch.zeros(2, 3, dtype=torch.bool)),)
+
+
 # --- one tensor given to several modules: a causal mask made once for every block -----------------
 
 

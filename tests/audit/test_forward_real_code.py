@@ -170,6 +170,14 @@ def test_the_models_dtype_in_complex_form_is_its_own(cls: type[rp.ComplexDiagona
     assert found(findings) == marked(cls)
 
 
+def test_inputs_in_a_plain_object_are_the_callers_to_move() -> None:
+    """A batch wrapper's tensors are inputs: moved with the model and cast in the bfloat16 pass,
+    as a list or a dict of them is. Before: each was a stray "made before forward", and the
+    bfloat16 pass stopped at the first Linear, blaming the model."""
+    findings = autoreg.audit_forward(rp.BatchEncoder(), *rp.padded_batch())
+    assert found(findings) == marked(rp.BatchEncoder)
+
+
 def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
     """One mask given to two classes: both references stay behind, so both classes are findings
     of the attribute audit, and the forward meets the mask first in the encoder."""
