@@ -228,12 +228,17 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
         """A tensor made (or cast) by the code in the pass in another dtype than ``low``: one
-        that may mix. What only torch cast (inside sdpa, under autocast) is torch's."""
+        that may mix. Its dtype is the code's where a site of the code gave it that dtype; what
+        only torch cast (inside sdpa, under autocast), or an operation chose for its output
+        (the float32 log-sum-exp sdpa returns beside a bfloat16 output), is torch's, whatever
+        made its inputs (an integer index made in forward does not make floats of its dtype)."""
         if tensor.dtype in (low, torch.bool) or not tensor.dim():
             return False
         if tensor.is_complex() and tensor.dtype == complex_of(low):
             return False  # the model's dtype in complex form
-        return any(not site.internal for site in self.tags.sites(tensor))
+        return any(
+            not site.internal and site.dtype == tensor.dtype for site in self.tags.sites(tensor)
+        )
 
     def _island(self, tensor: torch.Tensor) -> bool:
         """Whether the dtype of ``tensor`` comes from casts of the model's own values only."""

@@ -596,6 +596,40 @@ def padded_batch() -> tuple[PaddedBatch]:
     return (PaddedBatch(tensors, torch.zeros(2, 3, dtype=torch.bool)),)
 
 
+# --- a GPT block: learned positions looked up with an index made in forward, and sdpa -------------
+
+
+class PositionalAttention(nn.Module):
+    """Positions made in forward as integers on the input's device, looked up in a learned
+    table, then causal ``scaled_dot_product_attention`` (as minimal GPTs write it). sdpa's CPU
+    kernel returns a float32 log-sum-exp beside its bfloat16 output, which its backward takes:
+    torch's precision, not the index's dtype."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, length: int = 8) -> None:
+        super().__init__()
+        self.heads = heads
+        self.positions = nn.Embedding(length, dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        positions = torch.arange(0, length, dtype=torch.long, device=x.device)
+        x = x + self.positions(positions)
+        qkv = self.qkv(x).view(batch, length, 3, self.heads, dim // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def attention_step(model: PositionalAttention, x: torch.Tensor) -> torch.Tensor:
+    loss = model(x).square().mean()
+    loss.backward()
+    return loss
+
+
+def sequence_batch() -> tuple[torch.Tensor]:
+    return (torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(0)),)
+
+
 # --- one tensor given to several modules: a causal mask made once for every block -----------------
 
 

@@ -178,6 +178,17 @@ def test_inputs_in_a_plain_object_are_the_callers_to_move() -> None:
     assert found(findings) == marked(rp.BatchEncoder)
 
 
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_a_dtype_an_operation_chose_is_torchs_not_the_index_it_was_computed_with(mode: str) -> None:
+    """sdpa's float32 log-sum-exp, taken by its backward beside bfloat16 tensors, was reported
+    as a dtype stray made by the ``torch.arange`` of the positions (an integer index, whose
+    dtype no float has), with a fix (``dtype=x.dtype``) that breaks the embedding. A dtype is
+    the code's only where the code gave it (a minimal GPT's training step)."""
+    model = rp.PositionalAttention()
+    findings = autoreg.audit_forward(model, *rp.sequence_batch(), step=rp.attention_step, mode=mode)
+    assert findings == []
+
+
 def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
     """One mask given to two classes: both references stay behind, so both classes are findings
     of the attribute audit, and the forward meets the mask first in the encoder."""
