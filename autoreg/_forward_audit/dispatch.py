@@ -217,8 +217,24 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if culprits:
             for tensor in culprits:
                 self._record("dtype", tensor, func, model, result=min(promoted, key=str))
-            # The pass goes on in the model's dtype, so that later strays show up on their own.
-            return run(func, args, kwargs, cast(replace, culprits, low))
+            # The pass goes on as if the lines reported were fixed, so that later strays show up
+            # on their own: a culprit that a cast of the model's own values gave its dtype too
+            # keeps it, from those casts only (on purpose, unless an operation raises on it),
+            # as it would with those lines fixed; the others go on in the model's dtype.
+            converted = []
+            for tensor in culprits:
+                islands = tuple(
+                    site
+                    for site in self.tags.sites(tensor)
+                    if site.island and site.dtype == tensor.dtype
+                )
+                if islands:
+                    self.tags.set(tensor, Tag(self.tags.follows(tensor), islands))
+                else:
+                    converted.append(tensor)
+            if not converted:
+                return result
+            return run(func, args, kwargs, cast(replace, converted, low))
         if mixed and outputs and not promoted and not keeps_dtype(func, args, low):
             # Two floating dtypes in, the model's out: an operation that does not promote
             # (mm, linear, embedding), which the CPU may run and CUDA rejects.

@@ -630,6 +630,27 @@ def sequence_batch() -> tuple[torch.Tensor]:
     return (torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(0)),)
 
 
+# --- a selective scan: float32 on purpose and a state made without dtype= -------------------------
+
+
+class SelectiveScan(nn.Module):
+    """A decay computed in float32 from a log parameter, and a scan state made with the input's
+    device but not its dtype (as minimal state space models write them): in a bfloat16 model
+    both are float32; the state promotes the update, and with the state fixed the decay alone
+    still reaches the output projection in float32, which raises. One run lists both."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.log_decay = nn.Parameter(torch.zeros(dim))
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        decay = -torch.exp(self.log_decay.float())  # stray: dtype
+        state = torch.zeros(x.shape, device=x.device)  # stray: dtype
+        state = decay * state + x
+        return self.out(state)
+
+
 # --- one tensor given to several modules: a causal mask made once for every block -----------------
 
 

@@ -189,6 +189,14 @@ def test_a_dtype_an_operation_chose_is_torchs_not_the_index_it_was_computed_with
     assert findings == []
 
 
+def test_every_cause_of_a_dtype_stray_is_listed_in_one_run() -> None:
+    """The state made without ``dtype=`` promotes the update and is reported; the pass goes on
+    as if it were fixed, so the float32 decay, which then makes the output projection raise, is
+    reported in the same run. Before, it showed up only once the state was fixed."""
+    findings = autoreg.audit_forward(rp.SelectiveScan(), torch.ones(2, 4))
+    assert found(findings) == marked(rp.SelectiveScan)
+
+
 def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
     """One mask given to two classes: both references stay behind, so both classes are findings
     of the attribute audit, and the forward meets the mask first in the encoder."""
