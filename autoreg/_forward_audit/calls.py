@@ -17,6 +17,9 @@ which ``Calls``, a ``TorchFunctionMode``, sees before the operation runs:
 - ``.to(...)``, ``.type_as(t)``, ``.cuda()`` and ``.cpu()`` move a tensor to or from the model's
   device: where the CPU returns the tensor itself, the audit makes the copy a GPU would.
   ``.numpy()`` of a tensor on the model's device, which CUDA refuses, is told to ``on_numpy``.
+- ``conv1d``, ``conv2d`` and ``conv3d`` check that the input's dtype is the bias's before any
+  operation runs (where the dispatch mode would see the mix): an input in another floating
+  dtype is told to ``on_bias_mix``, which returns the arguments to run with.
 - The call running now (``Call``) tells the operations below it whether a factory without a
   tensor argument made its tensor on the model's device: what the call said (``device=``), else
   whether one of its tensor arguments follows the model (a factory inside an operation on the
@@ -64,6 +67,15 @@ _CASTS: Final = frozenset(
 )
 
 
+# Their composite checks the input's dtype against the bias's before dispatching anything.
+_CONVOLUTIONS: Final = frozenset({torch.conv1d, torch.conv2d, torch.conv3d})
+
+
+def _mixed(tensor: torch.Tensor, other: torch.Tensor) -> bool:
+    """Two floating tensors of different dtypes."""
+    return tensor.is_floating_point() and other.is_floating_point() and tensor.dtype != other.dtype
+
+
 @dataclasses.dataclass(frozen=True)
 class Call:
     """The call of the forward's code running now, as the operations below it need it.
@@ -100,6 +112,11 @@ class Calls(TorchFunctionMode):
         self.call: Call | None = None
         # Told of each .numpy() of a tensor on the model's device: CUDA refuses it.
         self.on_numpy: Callable[[torch.Tensor], None] = lambda tensor: None
+        # Told of a convolution whose input and bias differ in floating dtype; returns the
+        # arguments to run it with.
+        self.on_bias_mix: Callable[[tuple[Any, ...], torch.Tensor], tuple[Any, ...]] = (
+            lambda args, bias: args
+        )
         # The memory of the copies made to the CPU: data lifted from it (torch.from_numpy of
         # its .numpy()) was copied back too.
         self.copied: set[int] = set()
@@ -120,6 +137,10 @@ class Calls(TorchFunctionMode):
         numpy = func is torch.Tensor.numpy and args[0].device.type == "cpu"
         if numpy and self.tags.follows(args[0]):
             self.on_numpy(args[0])
+        if func in _CONVOLUTIONS and args and isinstance(args[0], torch.Tensor):
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            if isinstance(bias, torch.Tensor) and _mixed(args[0], bias):
+                args = self.on_bias_mix(args, bias)
         func, args, kwargs, target, attribute = self._target(func, args, kwargs)
         inputs = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
         call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS)

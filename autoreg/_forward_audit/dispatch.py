@@ -52,6 +52,8 @@ from .values import Values
 
 __all__ = ["Audit"]
 
+_CONVOLUTION: Final = torch.ops.aten.convolution.default  # names the operation of a bias mix
+
 # The frames between an operation's caller and this mode: not the caller. (A torch that adds
 # another one makes a factory of a Python backward look like autograd's own: no finding.)
 _PLUMBING: Final = (
@@ -385,6 +387,24 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return self.memo.get((frame.f_code.co_filename, frame.f_lineno, name), False)
 
     # --- findings ---------------------------------------------------------------------------------
+
+    def bias_mix(self, args: tuple[Any, ...], bias: torch.Tensor) -> tuple[Any, ...]:
+        """A convolution given an input in another floating dtype than its bias, which CUDA's
+        and the CPU's convolutions refuse before any operation runs: a dtype finding, when the
+        code gave the input its dtype; the pass goes on with it in the bias's dtype, as with
+        that line fixed."""
+        tensor = args[0]
+        if (
+            self.dtype is None
+            or bias.dtype != self.dtype
+            or not self._dtype_stray(tensor, bias.dtype)
+        ):
+            return args  # not a stray of the code's: the convolution raises as it would
+        self._record("dtype", tensor, _CONVOLUTION, [bias], raises=True)
+        with torch._C.DisableTorchFunction():
+            converted = tensor.to(bias.dtype)
+        self.tags.set(converted, Tag(self.tags.follows(tensor), self.tags.sites(tensor)))
+        return (converted, *args[1:])
 
     def numpy(self, tensor: torch.Tensor) -> None:
         """``.numpy()`` of ``tensor``, on the model's device: a device finding at that line."""

@@ -166,6 +166,7 @@ def _run(
     calls = Calls(tags, lines, run_device, devices_held(twin))
     audit = Audit(lines, tags, calls, stranded, dtype, records, values, dims, devices=low is None)
     calls.on_numpy = audit.numpy
+    calls.on_bias_mix = audit.bias_mix
     stores = StoreWatch(twin) if low is None else None
     run: Step = twin if step is None else functools.partial(step, twin)
     try:

@@ -651,6 +651,26 @@ class SelectiveScan(nn.Module):
         return self.out(state)
 
 
+# --- convolutions with a bias: the dtype check before any operation runs --------------------------
+
+
+class NoisyConvolution(nn.Module):
+    """Noise made with the input's device but not its dtype, into a 1-d convolution with a bias,
+    then a float32 cast of the model's values into a 2-d one: torch's convolutions compare the
+    input's dtype with the bias's before dispatching anything."""
+
+    def __init__(self, channels: int = 4) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(channels, channels, 1)
+        self.conv2 = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        noise = torch.randn(x.shape, device=x.device)  # stray: dtype
+        y = x + self.conv1(noise)
+        image = y.unsqueeze(-1).float()  # stray: dtype
+        return self.conv2(image).squeeze(-1).type_as(x)
+
+
 # --- one tensor given to several modules: a causal mask made once for every block -----------------
 
 

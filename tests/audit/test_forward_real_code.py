@@ -197,6 +197,16 @@ def test_every_cause_of_a_dtype_stray_is_listed_in_one_run() -> None:
     assert found(findings) == marked(rp.SelectiveScan)
 
 
+def test_a_convolution_with_a_bias_reports_its_input_and_goes_on() -> None:
+    """A convolution with a bias refuses an input in another dtype before any operation runs,
+    where the pass sees nothing: the bfloat16 pass stopped there ("not audited", the model's
+    own error) and listed nothing after it. Now the input's line is a dtype finding, and the
+    pass goes on as with that line fixed, to the second convolution."""
+    findings = autoreg.audit_forward(rp.NoisyConvolution(), torch.ones(2, 4, 3))
+    assert found(findings) == marked(rp.NoisyConvolution)
+    assert {f.op for f in findings} == {"convolution"}
+
+
 def test_a_tensor_two_classes_share_is_a_finding_in_each() -> None:
     """One mask given to two classes: both references stay behind, so both classes are findings
     of the attribute audit, and the forward meets the mask first in the encoder."""
