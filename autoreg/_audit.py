@@ -84,6 +84,7 @@ from ._messages.audits import (
     FIX_NUMPY,
     FIX_OWN_TO,
     FIX_PARAMETER,
+    FIX_PARAMETER_VIEW,
     FIX_STRAY_PARAMETER,
     NOT_A_MODULE,
     NOT_A_MODULE_CLASS_HINT,
@@ -100,6 +101,7 @@ __all__ = [
     "find_unregistered",
     "join",
     "locate_unregistered",
+    "viewed_parameter",
 ]
 
 
@@ -341,6 +343,9 @@ def check_module(module: object, function: str) -> None:
 def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> str:
     """The one-line fix for ``tensor``, found in ``module.name`` (``value``)."""
     cls = type(module).__name__
+    viewed = viewed_parameter(module, tensor)
+    if viewed is not None:
+        return FIX_PARAMETER_VIEW.format(parameter=viewed)
     if value is tensor:  # a plain tensor attribute
         if isinstance(tensor, nn.Parameter):
             return FIX_STRAY_PARAMETER.format(name=name)
@@ -372,6 +377,15 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     if isinstance(module, AutoRegisterMixin):
         return FIX_CONTAINER.format(container=container)
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
+
+
+def viewed_parameter(module: nn.Module, tensor: torch.Tensor) -> str | None:
+    """The name of the parameter of ``module``'s tree that ``tensor`` is a view of (a complex
+    view of a real parameter, kept as a step's cache), None if it is no such view."""
+    base = tensor._base
+    if base is None or not isinstance(base, nn.Parameter):
+        return None
+    return next((name for name, p in module.named_parameters() if p is base), None)
 
 
 def _with_own_to(cls: type, fix: str) -> str:

@@ -19,7 +19,7 @@ from typing import Final
 import torch
 from torch import nn
 
-from .._audit import locate_unregistered
+from .._audit import locate_unregistered, viewed_parameter
 from .._audit_scope import is_device_cache
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
@@ -42,6 +42,8 @@ from .._messages.fix import (
     FIX_HAND_NO_SLOT_EDIT,
     FIX_HAND_PARAMETER,
     FIX_HAND_PARAMETER_EDIT,
+    FIX_HAND_PARAMETER_VIEW,
+    FIX_HAND_PARAMETER_VIEW_EDIT,
     FIX_HAND_STORED,
 )
 from .._mixin import AutoRegisterMixin
@@ -125,6 +127,12 @@ def _stray(
     def hand(reason: str, edit: str) -> Stray:
         return Stray(classes, attribute, Kind.HAND, sites, reason=reason, edit=edit)
 
+    viewed = next(
+        (p for _, t in iter_tensors(value) if (p := viewed_parameter(module, t)) is not None), None
+    )
+    if viewed is not None:
+        reason = FIX_HAND_PARAMETER_VIEW.format(parameter=viewed)
+        return hand(reason, FIX_HAND_PARAMETER_VIEW_EDIT.format(parameter=viewed, **text))
     if isinstance(value, torch.Tensor):
         if isinstance(value, nn.Parameter):
             return hand(FIX_HAND_PARAMETER, FIX_HAND_PARAMETER_EDIT.format(**text))

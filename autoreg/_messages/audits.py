@@ -41,6 +41,11 @@ FIX_PARAMETER: Final = (
     "nn.Parameter(...) if it is a weight to train; if not, requires_grad=False or .detach()"
 )
 
+FIX_PARAMETER_VIEW: Final = (
+    "a view of the parameter {parameter}, kept: .to() converts {parameter} in place and leaves "
+    "the view on its old values; take the view where it is used"
+)
+
 FIX_STRAY_PARAMETER: Final = (
     "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
 )

@@ -45,6 +45,15 @@ FIX_HAND_GRAD_EDIT: Final = (
     "requires_grad=False (or .detach() it)"
 )
 
+FIX_HAND_PARAMETER_VIEW: Final = (
+    "a view of the parameter {parameter}, kept: .to() converts {parameter} in place and leaves "
+    "the view on its old values"
+)
+
+FIX_HAND_PARAMETER_VIEW_EDIT: Final = (
+    "take the view of self.{parameter} where it is used, instead of keeping it in self.{attribute}"
+)
+
 FIX_HAND_AUTOGRAD: Final = (
     "an autograd result (it requires grad and is not a leaf), stored while the model is built"
 )

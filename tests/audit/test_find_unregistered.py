@@ -810,3 +810,20 @@ def test_torchs_and_installed_frameworks_to_is_not_the_models_own() -> None:
     assert own_to(Box) is None
     installed = type("Installed", (nn.Module,), {"to": given})  # code of an installed package
     assert own_to(installed) is None
+
+
+def test_a_kept_view_of_a_parameter_says_so_in_its_fix() -> None:
+    # A view taken once (a transpose, a complex view of a real parameter kept as a step's cache):
+    # .to() converts the parameter in place and leaves the view on the old values. Before, the
+    # fix told to make it an nn.Parameter (a leaf that requires grad: "a weight to train").
+    model = Box()
+    model.linear = nn.Linear(2, 2)
+    model.transposed = model.linear.weight.t()
+    with torch.no_grad():
+        model.cache = {"w": torch.view_as_complex(model.linear.weight)}
+    findings = autoreg.find_unregistered(model)
+    assert [f.path for f in findings] == ["transposed", "cache['w']"]
+    for finding in findings:
+        assert finding.fix.startswith("a view of the parameter linear.weight, kept: ")
+    model.to(torch.float64)
+    assert model.transposed.dtype == torch.float32

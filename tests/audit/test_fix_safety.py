@@ -132,3 +132,46 @@ def test_a_class_that_moves_its_tensors_itself_is_listed_not_rewritten(
         f"({project.name}/m.py:14), which may move it already: autoreg fix cannot tell what that "
         "code does, and registered, it would be moved twice\n"
     ) in err
+
+
+STEPPER = """\
+import torch
+from torch import nn
+
+
+class Stepper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.B = nn.Parameter(torch.randn(4, 2))
+        self.scale = torch.ones(4)
+
+    @torch.no_grad()
+    def setup_step(self):
+        self.step = {"B": torch.view_as_complex(self.B)}
+
+    def forward(self, x):
+        self.setup_step()
+        return (self.step["B"] * x).real * self.scale
+
+
+def build():
+    return Stepper(), (torch.rand(3, 4),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_kept_view_of_a_parameter_is_listed_as_one_never_as_a_weight(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """A complex view of a parameter kept by a step's setup (as state space models keep their
+    step parameters): .to() converts the parameter in place and leaves the view. Listed with
+    that reason; before, listed as "a weight to train wants nn.Parameter", whose edit
+    (``nn.Parameter(...)``) would make a second, unrelated weight."""
+    project.write("m", STEPPER)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", style)
+    assert status == 1
+    assert "Stepper.step: a view of the parameter B, kept: .to() converts B in place" in err
+    assert "take the view of self.B where it is used, instead of keeping it in self.step" in err
+    assert "nn.Parameter" not in err
+    assert _added(out)  # scale is rewritten; the view is not
+    assert not any("step" in line for line in _added(out))
