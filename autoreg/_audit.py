@@ -191,11 +191,12 @@ class Located:
 def locate_unregistered(module: nn.Module) -> list[Located]:
     """``find_unregistered(module)``, each finding with the module that holds it."""
     located: list[Located] = []
-    _audit(module, "", follow_in_place(module), set(module.modules()), located, set(), reached=True)
+    in_place = _follow_in_place(module)
+    _audit(module, "", in_place, set(module.modules()), located, set(), reached=True)
     return located
 
 
-def follow_in_place(module: nn.Module) -> set[int]:
+def _follow_in_place(module: nn.Module) -> set[int]:
     """The ids of the tensors of ``module``'s tree that ``.to()`` converts in place, so that every
     reference to one follows it: its parameters (nn.Module sets ``param.data``, or swaps the
     tensors), unless torch is set to overwrite parameters without swapping them
@@ -221,7 +222,7 @@ def _audit(
 ) -> None:
     """Add to ``located`` what ``.to()`` leaves behind in the tree of ``root``, at ``base``.
 
-    ``in_place``: the ids of the tensors ``.to()`` converts in place (``follow_in_place``).
+    ``in_place``: the ids of the tensors ``.to()`` converts in place (``_follow_in_place``).
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
     not reached, and then nothing in it moves, not even what autoreg carries. ``walked``: the
     ids of the plain objects and numpy arrays already read.
