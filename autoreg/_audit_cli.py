@@ -1,4 +1,5 @@
-"""``autoreg audit TARGET [--forward | --step FUNCTION] [--train] [--eval] [--json]``: the audits.
+"""``autoreg audit TARGET [--forward | --step FUNCTION] [--train] [--eval] [--low-precision DTYPE]
+[--json]``: the audits.
 
 The command builds the model TARGET names, runs ``autoreg.find_unregistered`` on it and prints
 its findings, each class with its fix (``--json`` prints them for machines). With ``--forward`` the
@@ -19,38 +20,48 @@ from __future__ import annotations
 import argparse
 import json
 
+import torch
+
 from ._audit import Finding, find_unregistered
 from ._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, users_code
 from ._errors import ForwardAuditError
 from ._forward_audit import (
+    LOW_PRECISION,
     ModeChoice,
     Step,
     audit_forward,
     audited_modes,
     not_audited,
+    stopped_in,
     what_runs,
 )
 from ._messages.cli import (
     A_MODULE_INSTANCE,
     CALLED,
+    LOW_PRECISION_WITHOUT_FORWARD,
     MODE_WITHOUT_FORWARD,
     NOT_A_FORWARD,
     NOT_CALLED,
+    SKIP_LOW_PRECISION,
 )
+from ._messages.describe import dtype_name
 from ._report import Forward, audit_json, report_text
 from ._target import Target, load, load_function
 
-__all__ = ["exit_status", "forward_report", "run"]
+__all__ = ["exit_status", "forward_report", "low_precision", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
     """Audit the target ``args`` name; print the report; return the exit status."""
     forward_asked = args.forward or args.step is not None
     mode = _mode(args, forward_asked)
+    if args.low_precision is not None and not forward_asked:
+        raise UsageError(LOW_PRECISION_WITHOUT_FORWARD)
+    low = low_precision(args.low_precision)
     with users_code():
         step = load_function(args.step) if args.step is not None else None
         target = load(args.target)
-        forward = forward_report(target, mode, step) if forward_asked else None
+        forward = forward_report(target, mode, step, low) if forward_asked else None
         findings = find_unregistered(target.model)
     if args.json:
         emit(json.dumps(audit_json(args.target, target.model, findings, forward), indent=2))
@@ -67,9 +78,12 @@ def exit_status(findings: list[Finding], forward: Forward | None) -> int:
     return EXIT_CLEAN
 
 
-def forward_report(target: Target, mode: ModeChoice | None, step: Step | None) -> Forward:
-    """The forward audit of ``target`` (its ``step``, if given): its findings, or, where it
-    cannot run to its end, what was found before and one line saying why."""
+def forward_report(
+    target: Target, mode: ModeChoice | None, step: Step | None, low: torch.dtype | None
+) -> Forward:
+    """The forward audit of ``target`` (its ``step``, if given), its second pass in ``low``
+    (None: none): its findings, or, where it cannot run to its end, what was found before and one
+    line saying why (and, when the pass in ``low`` stopped, how to skip it)."""
     if target.args is None:
         shown = A_MODULE_INSTANCE.format(cls=type(target.model).__name__)
         called = CALLED if target.called else NOT_CALLED
@@ -77,10 +91,26 @@ def forward_report(target: Target, mode: ModeChoice | None, step: Step | None) -
     modes = audited_modes(target.model, mode)
     what = what_runs(target.model, step)
     try:
-        found = audit_forward(target.model, *target.args, step=step, mode=mode, **target.kwargs)
+        found = audit_forward(
+            target.model, *target.args, step=step, mode=mode, low_precision=low, **target.kwargs
+        )
     except ForwardAuditError as error:
-        return Forward(error.findings, modes, what, not_audited(error))
-    return Forward(found, modes, what)
+        reason = not_audited(error)
+        stopped = stopped_in(error)
+        if stopped is not None:
+            reason = SKIP_LOW_PRECISION.format(reason=reason, low=dtype_name(stopped))
+        return Forward(error.findings, modes, what, reason, low)
+    return Forward(found, modes, what, low_precision=low)
+
+
+def low_precision(choice: str | None) -> torch.dtype | None:
+    """The dtype ``--low-precision`` names (``LOW_PRECISION`` when not given); None for none."""
+    if choice is None:
+        return LOW_PRECISION
+    if choice == "none":
+        return None
+    dtype: torch.dtype = getattr(torch, choice)
+    return dtype
 
 
 def _mode(args: argparse.Namespace, forward: bool) -> ModeChoice | None:

@@ -32,10 +32,12 @@ from ._messages.cli import (
     AUDIT_FORWARD_HELP,
     AUDIT_HELP,
     AUDIT_JSON_HELP,
+    AUDIT_LOW_PRECISION_HELP,
     AUDIT_MODE_HELP,
     AUDIT_STEP_HELP,
     AUDIT_TARGET_HELP,
     CLI_DESCRIPTION,
+    FIX_LOW_PRECISION_HELP,
     USAGE_ERROR,
 )
 from ._messages.fix import (
@@ -50,6 +52,7 @@ __all__ = [
     "EXIT_CLEAN",
     "EXIT_FINDINGS",
     "EXIT_USAGE",
+    "LOW_PRECISIONS",
     "UsageError",
     "emit",
     "main",
@@ -60,6 +63,10 @@ __all__ = [
 EXIT_CLEAN: Final = 0  # everything audited, nothing found
 EXIT_FINDINGS: Final = 1  # something found, or something that could not be audited (for CI)
 EXIT_USAGE: Final = 2  # a command line that cannot be run, a target that cannot be built
+
+# --low-precision: the dtype of the forward audit's second pass, by name (no torch here); "none"
+# skips it.
+LOW_PRECISIONS: Final = ("bfloat16", "float16", "none")
 
 
 class UsageError(Exception):
@@ -79,6 +86,7 @@ def _audit_arguments(subparsers: _Subparsers) -> None:
         command.add_argument(
             f"--{mode}", action="store_true", help=AUDIT_MODE_HELP.format(mode=mode)
         )
+    command.add_argument("--low-precision", choices=LOW_PRECISIONS, help=AUDIT_LOW_PRECISION_HELP)
 
 
 def _fix_arguments(subparsers: _Subparsers) -> None:
@@ -86,6 +94,9 @@ def _fix_arguments(subparsers: _Subparsers) -> None:
     command.add_argument("targets", nargs="+", metavar="TARGET", help=FIX_TARGET_HELP)
     command.add_argument("--style", choices=("base", "buffer"), default="base", help=FIX_STYLE_HELP)
     command.add_argument("--write", action="store_true", help=FIX_WRITE_HELP)
+    command.add_argument(
+        "--low-precision", choices=LOW_PRECISIONS, default="bfloat16", help=FIX_LOW_PRECISION_HELP
+    )
 
 
 # The commands, in the order --help lists them: the module that runs each, and its arguments.

@@ -18,10 +18,11 @@ import textwrap
 from collections.abc import Sequence
 from typing import Final
 
+import torch
 from torch import nn
 
 from ._audit import Finding
-from ._forward_audit import ForwardFinding, ModeName
+from ._forward_audit import LOW_PRECISION, ForwardFinding, ModeName
 from ._forward_audit.finding import op_where
 from ._messages.cli import (
     CLEAN,
@@ -30,13 +31,14 @@ from ._messages.cli import (
     FORWARD_CLEAN,
     FORWARD_SUMMARY,
     MORE,
+    NO_LOW_PRECISION,
     NOT_AUDITED,
     SEE_ABOVE,
     SUMMARY,
     SUMMARY_CLASSES,
     SUMMARY_IN,
 )
-from ._messages.describe import brief
+from ._messages.describe import brief, dtype_name
 
 __all__ = [
     "audit_json",
@@ -62,12 +64,14 @@ def report_width() -> int:
 @dataclasses.dataclass(frozen=True)
 class Forward:
     """What the forward audit gave: its findings, the modes it ran in, what ran (``the forward
-    of Net``, ``the step train_step of Net``), and, when it could not run to its end, why."""
+    of Net``, ``the step train_step of Net``), when it could not run to its end, why, and the
+    dtype of its second pass (None: skipped)."""
 
     findings: list[ForwardFinding]
     modes: Sequence[ModeName]
     what: str
     not_audited: str = ""
+    low_precision: torch.dtype | None = LOW_PRECISION
 
 
 def report_text(
@@ -131,6 +135,8 @@ def format_forward(forward: Forward, held: Sequence[Finding] = (), width: int = 
         blocks.append(_paragraph(NOT_AUDITED.format(reason=forward.not_audited), width))
     elif not forward.findings:
         blocks.append(_paragraph(FORWARD_CLEAN.format(what=forward.what, mode=mode), width))
+    if forward.low_precision is None:
+        blocks[-1] += "\n" + _paragraph(NO_LOW_PRECISION, width)
     return "\n\n".join(blocks)
 
 
@@ -166,7 +172,8 @@ def audit_json(
 ) -> dict[str, object]:
     """What ``audit --json`` prints: the target, the model's class and the findings; with
     ``forward``, what ran, the mode it ran in (``train``, ``eval`` or ``both``), its findings,
-    and why it was not audited (``null`` when it was)."""
+    why it was not audited (``null`` when it was), and the dtype of its second pass (``null``:
+    skipped)."""
     report: dict[str, object] = {
         "target": target,
         "class": type(model).__name__,
@@ -177,6 +184,8 @@ def audit_json(
         report["forward_of"] = forward.what
         report["forward"] = [finding.as_dict() for finding in forward.findings]
         report["not_audited"] = forward.not_audited or None
+        low = forward.low_precision
+        report["low_precision"] = dtype_name(low) if low is not None else None
     return report
 
 

@@ -61,5 +61,6 @@ def assert_no_strays(
         **kwargs,
     )
     if findings or found:
-        forward = Forward(found, audited_modes(model, mode), what_runs(model, step))
+        modes, what = audited_modes(model, mode), what_runs(model, step)
+        forward = Forward(found, modes, what, low_precision=low_precision)
         raise AssertionError(report_text(model, findings, forward))

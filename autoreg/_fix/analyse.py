@@ -54,14 +54,14 @@ class Analysis:
         return count_strays([f for f in self.forward if f.kind != "stored" and not f.attribute])
 
 
-def analyse(target: str) -> Analysis:
-    """Build ``target``, audit it, run its forward once; raise ``UsageError`` if it cannot be
-    built."""
+def analyse(target: str, low: torch.dtype | None) -> Analysis:
+    """Build ``target``, audit it (the forward's second pass in ``low``, None: none), run its
+    forward once; raise ``UsageError`` if it cannot be built."""
     with record_stores() as stores:
         loaded = load(target)
     if loaded.args is None:
         return Analysis(target, collect(loaded.model, stores))
-    forward = forward_report(loaded, None, None)
+    forward = forward_report(loaded, None, None, low)
     analysis = Analysis(target, [], forward.findings, forward_audited=not forward.not_audited)
     ran = _run(loaded, stores)
     if forward.not_audited:  # one line, as autoreg audit says it, whatever else it stops

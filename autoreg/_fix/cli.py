@@ -1,7 +1,8 @@
-"""``autoreg fix TARGET... [--style base|buffer] [--write]``: the command line of the codemod.
+"""``autoreg fix TARGET... [--style base|buffer] [--write] [--low-precision DTYPE]``: the codemod.
 
 Each TARGET (``package.module:factory``, as for ``autoreg audit``) is built, audited and run
-(``analyse``); its strays become a plan (``plan``), the plan a rewrite of each file (``codemod``).
+(``analyse``; ``--low-precision`` as for ``autoreg audit --forward``); its strays become a plan
+(``plan``), the plan a rewrite of each file (``codemod``).
 
 Without ``--write``: the unified diff on stdout, what is left to edit by hand and what was not
 audited on stderr. With ``--write``: the files are rewritten, then each target is audited again
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .._audit_cli import low_precision
 from .._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, users_code
 from .._messages.fix import (
     FIX_CLEAN,
@@ -65,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
         if error.name is None or error.name.partition(".")[0] != "libcst":
             raise
         raise UsageError(FIX_NO_LIBCST) from None
+    low = low_precision(args.low_precision)
     with users_code():
-        analyses = [analyse(target) for target in args.targets]
+        analyses = [analyse(target, low) for target in args.targets]
     strays = [stray for analysis in analyses for stray in analysis.strays]
     plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
     rewrites: dict[str, tuple[bytes, Rewrite]] = {}
@@ -100,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS if rewrites or left else EXIT_CLEAN
     names = ", ".join(_short(name) for name in rewrites)
     print(FIX_WROTE.format(files=names), file=sys.stderr)
-    status = _reaudit(analyses)
+    status = _reaudit(analyses, args.low_precision)
     hand_left = bool(plan.hand) or any(a.not_audited for a in analyses)
     return max(status, EXIT_FINDINGS if hand_left else EXIT_CLEAN)
 
@@ -132,14 +135,15 @@ def _report(plan: Plan, results: list[Rewrite], analyses: list[Analysis]) -> Non
             print(note, file=sys.stderr)
 
 
-def _reaudit(analyses: list[Analysis]) -> int:
+def _reaudit(analyses: list[Analysis], low: str) -> int:
     """Audit every target again, in one fresh process (``reaudit``), as ``autoreg audit`` would
-    (its forward too, if it could be audited the first time); print each report; 0 when every
-    target is clean, 1 if not."""
-    targets = [(a.target, a.forward_audited) for a in analyses]
+    (its forward too, in the same precisions, if it could be audited the first time); print each
+    report; 0 when every target is clean, 1 if not."""
+    forward = ["--forward", *(["--low-precision", low] if low != "bfloat16" else [])]
+    targets = [(a.target, forward if a.forward_audited else []) for a in analyses]
     command = [sys.executable, "-m", "autoreg._fix.reaudit", json.dumps(targets)]
-    for target, forward in targets:
-        shown = " ".join(["python -m autoreg audit", target, *(["--forward"] if forward else [])])
+    for target, options in targets:
+        shown = " ".join(["python -m autoreg audit", target, *options])
         print(FIX_REAUDIT.format(command=shown), file=sys.stderr)
     sys.stderr.flush()
     result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603

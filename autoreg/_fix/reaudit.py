@@ -1,11 +1,11 @@
 """The re-audit of ``autoreg fix --write``: every target audited again in one fresh process.
 
-``python -m autoreg._fix.reaudit '[["pkg.mod:build", true], ...]'`` runs, for each target,
-what ``autoreg audit TARGET [--forward]`` runs (the same code, the same report and exit status),
-and prints one JSON list: each target's report, status and usage error. A fresh process,
-because the rewritten files must be imported anew (importing a user's modules a second time in
-one process is not sound); one process for all targets, so that torch and the project are
-imported once.
+``python -m autoreg._fix.reaudit '[["pkg.mod:build", ["--forward"]], ...]'`` runs, for each
+target, what ``autoreg audit TARGET`` with those options runs (the same code, the same report
+and exit status), and prints one JSON list: each target's report, status and usage error. A
+fresh process, because the rewritten files must be imported anew (importing a user's modules a
+second time in one process is not sound); one process for all targets, so that torch and the
+project are imported once.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ _PARSER = parser()
 
 
 def main(argv: list[str]) -> None:
-    """Audit each ``[target, forward]`` of the JSON list ``argv[0]``; print the results."""
+    """Audit each ``[target, options]`` of the JSON list ``argv[0]``; print the results."""
     results = []
-    for target, forward in json.loads(argv[0]):
-        args = _PARSER.parse_args(["audit", target, *(["--forward"] if forward else [])])
+    for target, options in json.loads(argv[0]):
+        args = _PARSER.parse_args(["audit", target, *options])
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):

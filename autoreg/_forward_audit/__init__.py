@@ -73,6 +73,7 @@ from .entry import (
     audit_forward,
     audited_modes,
     not_audited,
+    stopped_in,
     what_runs,
 )
 from .finding import ForwardFinding, Kind, ModeChoice, ModeName
@@ -88,5 +89,6 @@ __all__ = [
     "audit_forward",
     "audited_modes",
     "not_audited",
+    "stopped_in",
     "what_runs",
 ]

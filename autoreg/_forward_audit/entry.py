@@ -56,6 +56,7 @@ __all__ = [
     "audit_forward",
     "audited_modes",
     "not_audited",
+    "stopped_in",
     "what_runs",
 ]
 
@@ -227,7 +228,7 @@ def _stopped(
     found = found_before(model, records, stored)
     before = STRAYS_BEFORE.format(found="\n".join(map(str, found))) if found else NO_STRAY_BEFORE
     message = template.format(**names, found=before)
-    raise ForwardStoppedError(message, found, _one_line(message)) from error
+    raise ForwardStoppedError(message, found, _one_line(message), low) from error
 
 
 def _not_converted(
@@ -253,20 +254,29 @@ def _not_converted(
         error=f"{describe_error(error.error).splitlines()[0]}{where}",
         found=before,
     )
-    raise ForwardStoppedError(message, found, _one_line(message)) from error.error
+    raise ForwardStoppedError(message, found, _one_line(message), low) from error.error
 
 
 class ForwardStoppedError(ForwardAuditError):
-    """The pass stopped; ``summary`` says where and whose the error is, in one line."""
+    """The pass stopped; ``summary`` says where and whose the error is, in one line; ``low``: the
+    dtype the pass ran in, when it was the second one (``low_precision``), else None."""
 
-    def __init__(self, message: str, findings: list[ForwardFinding], summary: str) -> None:
+    def __init__(
+        self, message: str, findings: list[ForwardFinding], summary: str, low: torch.dtype | None
+    ) -> None:
         super().__init__(message, findings)
         self.summary = summary
+        self.low = low
 
 
 def not_audited(error: ForwardAuditError) -> str:
     """One line for a report: why the forward was not audited (where, whose error)."""
     return getattr(error, "summary", "") or _one_line(str(error))
+
+
+def stopped_in(error: ForwardAuditError) -> torch.dtype | None:
+    """The low precision the pass that stopped ran in; None when it was the model's own dtype."""
+    return getattr(error, "low", None)
 
 
 def _one_line(message: str) -> str:

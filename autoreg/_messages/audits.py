@@ -223,15 +223,17 @@ model on the CPU to audit it with its values. {found}"""
 LOW_PRECISION_RAISED: Final = """\
 {what} raises once converted to {low}, at {where}: {error}
 It does without the audit too (checked), on the CPU. If {cls} does not run in {low}, skip the \
-dtype pass: audit_forward(..., low_precision=None). {found}"""
+dtype pass: audit_forward(..., low_precision=None), or --low-precision none on the command \
+line. {found}"""
 
 CANNOT_CONVERT: Final = """\
 {what} is not audited in {low}: {cls}.to({move}) raises {error}
 An error of the model's own to(), not of the audit: the audit converts its copy of the model as \
 a user would, with {cls}'s own to(). If {cls} does not run in {low}, skip the dtype pass: \
-audit_forward(..., low_precision=None). {found}"""
+audit_forward(..., low_precision=None), or --low-precision none on the command line. {found}"""
 
 LOW_PRECISION_LIMIT: Final = """\
 the audit cannot follow {what} once converted to {low}, at {where}: {error}
 Without the audit, it runs in {low} on the CPU (checked): a limit of the audit; please report \
-it. To audit the rest, skip the dtype pass: audit_forward(..., low_precision=None). {found}"""
+it. To audit the rest, skip the dtype pass: audit_forward(..., low_precision=None), or \
+--low-precision none on the command line. {found}"""

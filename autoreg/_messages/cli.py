@@ -39,6 +39,28 @@ AUDIT_MODE_HELP: Final = (
     "--train --eval: both, in turn)"
 )
 
+AUDIT_LOW_PRECISION_HELP: Final = (
+    "with --forward or --step: the dtype of the second pass, which finds what stays float32 "
+    "when the model is converted (default: bfloat16); none skips it, for a model that never runs "
+    "in a low precision (complex kernels)"
+)
+
+FIX_LOW_PRECISION_HELP: Final = (
+    "the dtype of the forward audit's second pass (default: bfloat16); none skips it, for a "
+    "model that never runs in a low precision"
+)
+
+LOW_PRECISION_WITHOUT_FORWARD: Final = (
+    "--low-precision chooses the dtype of the forward pass's second run: add --forward (or --step)"
+)
+
+SKIP_LOW_PRECISION: Final = "{reason}; --low-precision none skips the {low} pass"
+
+NO_LOW_PRECISION: Final = (
+    "Not run in a low precision: a dtype left behind by .half() or .to(torch.bfloat16) is not "
+    "audited."
+)
+
 MODE_WITHOUT_FORWARD: Final = (
     "--train and --eval choose the mode of the forward pass: add --forward (or --step)"
 )

@@ -132,6 +132,31 @@ def talking_step(model, x):
     return model(x).sum()
 
 
+class Complex(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(2, 2))
+
+    def forward(self, x):
+        kernel = torch.view_as_complex(self.weight)
+        return (kernel * x).real
+
+
+def complex_kernel():
+    return Complex(), (torch.ones(3, 2),)
+
+
+class NoHalf(nn.Module):
+    def forward(self, x):
+        if x.dtype == torch.float16:
+            raise NotImplementedError("no float16 here")
+        return x
+
+
+def no_half():
+    return NoHalf(), (torch.ones(3, 2),)
+
+
 instance = Clean()
 """
 
@@ -356,6 +381,44 @@ def test_a_step_that_is_not_a_function_is_a_usage_error(
     assert re.search(message, err.removeprefix("python -m autoreg audit: error: "))
 
 
+def test_low_precision_chooses_the_dtype_pass_or_skips_it(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model that never runs in bfloat16 (a complex kernel) could only be audited from Python
+    (``low_precision=None``): the command exited 1, "not audited", whatever the model did."""
+    assert main(["audit", "cli_forward_models:complex_kernel", "--forward"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Not audited: the forward of Complex raises once converted to bfloat16" in out
+    assert out.endswith("; --low-precision none skips the bfloat16 pass")
+    argv = ["audit", "cli_forward_models:complex_kernel", "--forward", "--low-precision", "none"]
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.endswith(
+        "Nothing in the forward of Complex (train mode) stays behind when it moves. Not run in "
+        "a low precision: a dtype left behind by .half() or .to(torch.bfloat16) is not audited."
+    )
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["low_precision"], report["not_audited"]) == (None, None)
+    # The pass runs in the dtype asked for.
+    assert main(["audit", "cli_forward_models:no_half", "--forward", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["low_precision"] == "bfloat16"
+    argv = ["audit", "cli_forward_models:no_half", "--forward", "--low-precision", "float16"]
+    assert main(argv) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Not audited: the forward of NoHalf raises once converted to float16" in out
+    assert out.endswith("--low-precision none skips the float16 pass")
+
+
+def test_low_precision_without_forward_is_a_usage_error(
+    importable: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "cli_forward_models:clean", "--low-precision", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m autoreg audit: error: --low-precision chooses ")
+    assert "add --forward (or --step)" in err
+
+
 def test_the_usage_message_documents_forward_and_step(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["audit", "--help"])
@@ -363,3 +426,4 @@ def test_the_usage_message_documents_forward_and_step(capsys: pytest.CaptureFixt
     assert "--forward also run one forward pass (on the CPU)" in out
     assert "(model, args) or (model, args, kwargs)" in out
     assert "--step FUNCTION package.module:function - audit function(model, *args, **kwargs)" in out
+    assert "--low-precision {bfloat16,float16,none}" in out

@@ -6,6 +6,7 @@ code."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from autoreg._fix.analyse import analyse
 
@@ -249,7 +250,7 @@ def test_fix_audits_the_forwards_the_corpus_could_not(project: Project, case: st
     source, expected = CORPUS[case]
     project.write("m", source)
     project.forget()
-    analysis = analyse(f"{project.name}.m:build")
+    analysis = analyse(f"{project.name}.m:build", torch.bfloat16)
     assert analysis.not_audited == []
     assert analysis.forward_audited
     assert {(f.kind, f.attribute) for f in analysis.forward} == expected

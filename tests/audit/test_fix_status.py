@@ -193,3 +193,44 @@ def test_a_forward_that_raises_leaves_the_attribute_fixes_and_says_so(
         f"(the forward of Net raises at {project.name}/m.py:11: RuntimeError: needs a GPU; it "
         "raises on the CPU without the audit too (checked))"
     ]
+
+
+# A complex kernel: the model never runs in bfloat16. Its mask is rewritten either way; its
+# forward is audited only without the bfloat16 pass.
+COMPLEX = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3, 2))
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        kernel = torch.view_as_complex(self.weight)
+        return (kernel * x).real * self.mask
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+
+def test_low_precision_none_audits_a_model_that_never_runs_in_bfloat16(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: no way to skip the bfloat16 pass from the command line; ``fix`` said "not
+    audited" and exited 1 after any rewrite, and its re-audit stopped there again."""
+    project.write("m", COMPLEX)
+    target = f"{project.name}.m:build"
+    status, _, err = project.fix(capsys, target)
+    assert status == 1
+    [line] = [line for line in err.splitlines() if "not audited" in line]
+    assert "raises once converted to bfloat16" in line
+    assert line.endswith("--low-precision none skips the bfloat16 pass)")
+    status, _, err = project.fix(capsys, target, "--write", "--low-precision", "none")
+    assert (status, "not audited" in err) == (0, False)
+    assert f"python -m autoreg audit {target} --forward --low-precision none" in err
+    assert "class Net(autoreg.Module):" in project.read("m")
