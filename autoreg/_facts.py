@@ -100,7 +100,9 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to()
 # every assignment: a NamedTuple takes a Python-level __new__):
 #   name          the attribute's name
 #   kind          what the value is (``Kind``); COMPLEX is read only while the module is built,
-#                 the one time it changes the decision (row 10), and is TENSOR otherwise
+#                 the one time it changes the decision (row 10), and is TENSOR otherwise; under
+#                 a name a registry holds, a tensor is TENSOR whether or not it requires grad
+#                 (rows 1 to 3 do not ask, and reading it costs)
 #   role          the name's role (``_state.role_key``), or None
 #   registry      where nn.Module keeps the name (``Registry``), or None
 #   constructing  whether the module is being built (``_construction``); False for a name a
@@ -136,8 +138,8 @@ def situation(
     such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
     ``del``, which forgets its role.
     """
-    cls = type(value)  # kind_of, its two fast paths inlined: an assignment's hot path
-    if cls is torch.Tensor and not value.requires_grad:  # type: ignore[attr-defined]
+    cls = type(value)  # kind_of, its fast paths inlined: an assignment's hot path
+    if cls is _TENSOR:  # whether it requires grad is read below, where rows 1 to 3 do not decide
         kind = EXPLICIT if getattr(value, "_is_buffer", False) else TENSOR
     else:
         kind = _KINDS_BY_TYPE.get(cls) or kind_of(value)
@@ -157,6 +159,8 @@ def situation(
         registry = None
     if registry is not None and registry is not UNBUILT:
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
+    if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
+        kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
     if role is None and record.attributes and kind is not EXPLICIT and name not in MODULE_INTERNALS:
         if compiling:  # read while dynamo traces: a constant of the compiled code
             role = compiled_attribution(record.cls)
@@ -275,6 +279,7 @@ def defines_torch_function(cls: type) -> bool:
 
 
 _UNSEEN: Final[Any] = object()
+_TENSOR: Final = torch.Tensor
 _PARAMETER: Final = nn.Parameter
 _KINDS_BY_TYPE: Final[dict[type, Kind]] = {
     **dict.fromkeys((int, float, bool, str, bytes, complex), OTHER),
