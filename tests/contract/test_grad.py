@@ -185,3 +185,66 @@ def test_derived_weights_never_become_buffers(apply) -> None:
             module.eval()(torch.ones(1, 3))
     assert ours.state_dict().keys() == theirs.state_dict().keys()
     assert dict(ours.named_buffers()).keys() == dict(theirs.named_buffers()).keys()
+
+
+class _LoggingBase(nn.Module):
+    """A framework base with a ``__setattr__`` of its own (the mixin then calls past it)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+
+
+def _grad_values() -> dict[str, torch.Tensor]:
+    return {
+        "plain": torch.ones(2),
+        "leaf": torch.ones(2, requires_grad=True),
+        "result": torch.ones(2, requires_grad=True) * 2,
+    }
+
+
+def _outcome(module: nn.Module, name: str, value: torch.Tensor) -> object:
+    """What assigning ``value`` to ``module.name`` did: where it landed, or what was raised."""
+    try:
+        setattr(module, name, value)
+    except Exception as error:  # noqa: BLE001 - the twin's error is the expected outcome
+        return type(error), str(error)
+    return (
+        module._buffers.get(name) is value,
+        module._parameters.get(name) is value,
+        module.__dict__.get(name) is value,
+        name in module._non_persistent_buffers_set,
+    )
+
+
+@pytest.mark.parametrize("base", [nn.Module, _LoggingBase], ids=["module", "base-setattr"])
+def test_a_tensor_assigned_to_a_registered_name_lands_as_on_the_twin_whatever_its_grad(
+    base: type[nn.Module],
+) -> None:
+    """Rows 1 to 3 never read whether a tensor requires grad (``situation`` reads it only for a
+    name no registry holds): a plain tensor, a leaf requiring grad and an autograd result,
+    assigned in turn to a buffer's and a parameter's name, land as on the hand-written twin;
+    then a new name still tells them apart (row 6 keeps a leaf requiring grad a plain
+    attribute, row 11 carries the rest)."""
+
+    class Twin(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.zeros(2), persistent=False)
+            self.weight = nn.Parameter(torch.zeros(2))
+
+    class Auto(autoreg.AutoRegisterMixin, base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.zeros(2)
+            self.weight = nn.Parameter(torch.zeros(2))
+
+    twin, auto = Twin(), Auto()
+    for name in ("table", "weight"):
+        for kind, value in _grad_values().items():
+            expected = _outcome(twin, name, value)
+            assert _outcome(auto, name, value) == expected, (name, kind)
+    for kind, value in _grad_values().items():
+        auto.fresh = value
+        assert "fresh" not in auto._buffers
+        assert (role(auto, "fresh") == "carried") is (kind != "leaf"), kind
+        del auto.fresh
