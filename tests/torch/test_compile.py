@@ -892,3 +892,46 @@ def test_a_copy_after_a_first_carry_in_compiled_code_carries_what_the_original_c
     clone.h = torch.ones(1)
     clone.double()
     assert (clone.g.dtype, clone.h.dtype) == (torch.float64, torch.float64)
+
+
+# --- a buffer updated with an autograd result ------------------------------------------------
+
+
+class _GradUpdateTwin(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+        self.register_buffer("running", torch.zeros(4), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.running = self.running * 0.5 + (x * self.weight).mean(0)  # requires grad
+        return self.running.sum()
+
+
+class _GradUpdateAuto(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+        self.running = torch.zeros(4)
+
+    forward = _GradUpdateTwin.forward
+
+
+# dynamo reads .grad of the buffer, a non-leaf after the first call, when it traces again
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@EAGER_FIRST
+def test_a_buffer_updated_with_an_autograd_result_compiles_as_the_twin(eager_first: bool) -> None:
+    """Under a name a registry holds, whether a tensor requires grad is not read (rows 1 to 3 do
+    not ask): in compiled code as in eager, the buffer takes the autograd result, with the
+    twin's frames."""
+    auto, twin = _GradUpdateAuto(), _GradUpdateTwin()
+    inputs = [torch.full((2, 4), float(i)) for i in range(1, 4)]
+    auto_out, auto_frames = _run_compiled(auto, inputs, "eager", eager_first)
+    twin_out, twin_frames = _run_compiled(twin, inputs, "eager", eager_first)
+    for a, t in zip(auto_out, twin_out, strict=True):
+        torch.testing.assert_close(a, t, rtol=0, atol=0)
+    assert auto_frames == twin_frames
+    assert auto._buffers["running"] is auto.running
+    assert auto.running.requires_grad
+    assert twin.running.requires_grad
+    torch.testing.assert_close(auto.running, twin.running, rtol=0, atol=0)
