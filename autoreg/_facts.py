@@ -26,13 +26,14 @@ from typing import Any, Final, TypeAlias, cast
 
 import torch
 from torch import nn
+from torch.nn.parallel import replicate
 from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import attribute, compiled_attribution
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS
+from ._state import CONSTRUCTING, EARLY, FRAMEWORK, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -85,6 +86,8 @@ class Registry(enum.IntEnum):
     MODULES = 3
     UNBUILT = 4  # nn.Module.__init__ has not run
 
+
+_REPLICATE: Final = replicate.__code__
 
 # The members, bound once: a member looked up through its enum class costs about 0.1 µs, and an
 # assignment reads several.
@@ -149,11 +152,13 @@ def situation(
         registry = UNBUILT
     elif name in parameters:
         registry = PARAMETERS
-    elif name in d["_buffers"]:
+    # A registry missing after _parameters (a __setstate__ that restores one attribute at a
+    # time) holds nothing, as nn.Module's __setattr__ reads it.
+    elif name in d.get("_buffers", ()):
         registry = BUFFERS
         if kind is OTHER and defines_torch_function(cls):  # what nn.Module takes for a buffer
             kind = TRACED
-    elif name in d["_modules"]:
+    elif name in d.get("_modules", ()):
         registry = MODULES
     else:
         registry = None
@@ -161,8 +166,19 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
-    if role is None and record.attributes and kind is not EXPLICIT and name not in MODULE_INTERNALS:
-        if compiling:  # read while dynamo traces: a constant of the compiled code
+    if role is None and kind is not EXPLICIT and name not in MODULE_INTERNALS:
+        if (
+            from_setattr
+            and not compiling
+            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
+            and sys._getframe(2).f_code is _REPLICATE  # 0: this, 1: __setattr__
+        ):
+            # torch's replicate() assigns each parameter's copy (an autograd result) to the
+            # replica, which nn.Module keeps as a plain attribute: torch's assignment, row 4.
+            role = FRAMEWORK
+        elif not record.attributes:
+            pass
+        elif compiling:  # read while dynamo traces: a constant of the compiled code
             role = compiled_attribution(record.cls)
         elif from_setattr:
             role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
