@@ -129,6 +129,8 @@ class AutoRegisterMixin(_MixinBase):
             # on them): the decision is made afresh, from the class's snapshot.
             role = d.get(role_key(name))
             s = situation(record, d, name, value, role, True)
+            if s[2] is not role:  # row 4 answered: kept, as in eager code (the first decides)
+                object.__setattr__(self, role_key(name), s[2])  # traced as carry() stores a role
             decision = decide(record, s, compiling=True)
         else:
             key = record.role_keys.get(name)

@@ -662,6 +662,23 @@ def test_row_4_in_a_compiled_forward_is_what_it_is_in_eager_code(eager_first: bo
     assert auto.double().noted.dtype == torch.float32  # left, as nn.Module leaves it
 
 
+@EAGER_FIRST
+def test_row_4s_answer_in_a_compiled_forward_holds_for_later_writes(eager_first: bool) -> None:
+    """The first assignment decides, also when it is compiled: a framework's name stays the
+    framework's when it is written again later, from outside. main: compiled code did not keep
+    the answer, and the next write, the model's code, was carried (float64 after .double())."""
+    auto = NotingOnFramework()
+    inputs = [torch.ones(2, 3)] * 3
+    _, frames = _run_compiled(auto, inputs, "eager", eager_first)
+    _, twin_frames = _run_compiled(TwinNoting(), inputs, "eager", eager_first)
+    assert frames == twin_frames == 1
+    auto.noted = torch.zeros(2)  # written again from outside: the framework's name still
+    auto.mine = torch.zeros(2)  # the model's, still
+    auto.double()
+    assert auto.noted.dtype == torch.float32
+    assert auto.mine.dtype == torch.float64
+
+
 def _framework_only_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     self.note(self.lin(x))
     return x
