@@ -201,7 +201,8 @@ FORWARD_OWN_ERROR: Final = """\
 {what} raises at {where}: {error}
 It raises on the CPU without the audit too (checked): an error of the model or of its inputs, \
 not of the audit. Check the inputs given (their number, shapes and dtypes) and the code at that \
-line, then audit again. {found}"""
+line, then audit again. (Both runs use a deep copy of the model: if the model itself runs, its \
+copy.deepcopy is what raises.) {found}"""
 
 FORWARD_AUDIT_LIMIT: Final = """\
 the audit cannot follow {what} at {where}: {error}
