@@ -166,22 +166,22 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
-    if role is None and kind is not EXPLICIT and name not in MODULE_INTERNALS:
+    if role is None and kind is not EXPLICIT:
         if (
-            from_setattr
-            and not compiling
+            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
+            and from_setattr  # eager code
             and d.get("_is_replica")  # torch's own flag on a DataParallel replica
             and sys._getframe(2).f_code is _REPLICATE  # 0: this, 1: __setattr__
         ):
-            # torch's replicate() assigns each parameter's copy (an autograd result) to the
-            # replica, which nn.Module keeps as a plain attribute: torch's assignment, row 4.
+            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
+            # detached with detach=True) and a dict of them (_former_parameters), which
+            # nn.Module keeps as plain attributes: torch's assignments, row 4.
             role = FRAMEWORK
-        elif not record.attributes:
-            pass
-        elif compiling:  # read while dynamo traces: a constant of the compiled code
-            role = compiled_attribution(record.cls)
-        elif from_setattr:
-            role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
+        elif record.attributes and name not in MODULE_INTERNALS:
+            if compiling:  # read while dynamo traces: a constant of the compiled code
+                role = compiled_attribution(record.cls)
+            elif from_setattr:
+                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
     derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)

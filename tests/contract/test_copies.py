@@ -332,6 +332,7 @@ def test_the_parameter_copies_replicate_assigns_are_stored_as_on_the_twin(
     module = cls() if base is StrictReplicated else cls(2, 2)
     replica = _replicate(module, monkeypatch)
     assert role(replica, "weight") == "plain"
+    assert role(replica, "_former_parameters") == "plain"
     assert replica.weight.grad_fn is not None
     assert role(replica, "table" if base is StrictReplicated else "bias") in (
         "non-persistent buffer",
