@@ -127,10 +127,11 @@ class AutoRegisterMixin(_MixinBase):
         if _is_compiling():
             # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
             # on them): the decision is made afresh, from the class's snapshot.
-            role = d.get(role_key(name))
+            role_at = role_key(name)
+            role = d.get(role_at)
             s = situation(record, d, name, value, role, True)
             if s[2] is not role:  # row 4 answered: kept, as in eager code (the first decides)
-                object.__setattr__(self, role_key(name), s[2])  # traced as carry() stores a role
+                object.__setattr__(self, role_at, s[2])  # traced as carry() stores a role
             decision = decide(record, s, compiling=True)
         else:
             key = record.role_keys.get(name)
