@@ -171,7 +171,7 @@ def situation(
             kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
             and from_setattr  # eager code
             and d.get("_is_replica")  # torch's own flag on a DataParallel replica
-            and sys._getframe(2).f_code is _REPLICATE  # 0: this, 1: __setattr__
+            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
         ):
             # torch's replicate() assigns the replica each parameter's copy (an autograd result;
             # detached with detach=True) and a dict of them (_former_parameters), which
@@ -200,7 +200,11 @@ def situation(
             elif name + "_orig" in parameters or (
                 name + "_v" in parameters and name + "_g" in parameters
             ):  # a utility's first write, before its hook exists, is told by its code
-                derived = None if compiling or not from_setattr else _by_a_utility(sys._getframe(2))
+                derived = (
+                    None
+                    if compiling or not from_setattr
+                    else id(_assigner(sys._getframe(2))) in _UTILITY_WRITES
+                )
     constructing = (
         registry is UNBUILT
         or CONSTRUCTING in d
@@ -225,12 +229,13 @@ def recomputed_names(hooks: Mapping[Any, Any]) -> set[str]:
     return names
 
 
-def _by_a_utility(frame: types.FrameType | None) -> bool:
-    """Whether the assignment whose ``__setattr__`` was called from ``frame`` is the write of a
-    derived weight by prune, weight_norm or spectral_norm (``__setattr__`` overrides passed)."""
+def _assigner(frame: types.FrameType | None) -> types.CodeType | None:
+    """The code that made the assignment whose ``__setattr__`` was called from ``frame``: the
+    first frame that is no ``__setattr__`` (the overrides of the instance's classes, which every
+    assignment passes first, make none); None when there is none."""
     while frame is not None and frame.f_code.co_name == "__setattr__":
         frame = frame.f_back
-    return frame is not None and id(frame.f_code) in _UTILITY_WRITES
+    return None if frame is None else frame.f_code
 
 
 def _code(function: Any) -> types.CodeType:

@@ -297,6 +297,29 @@ class LinearReplicated(autoreg.AutoRegisterMixin, nn.Linear, strict=True):
     pass
 
 
+class OverridingReplicated(StrictReplicated):
+    """A model class with a ``__setattr__`` of its own, which every assignment passes first."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class OverridingLinearReplicated(LinearReplicated):
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class _SettingLinear(nn.Linear):
+    """A framework base with a ``__setattr__`` of its own, which the mixin passes last."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class SettingLinearReplicated(autoreg.AutoRegisterMixin, _SettingLinear, strict=True):
+    pass
+
+
 def _replicate(module: nn.Module, monkeypatch: pytest.MonkeyPatch) -> nn.Module:
     """``torch.nn.parallel.replicate`` of ``module`` for one device, without a GPU: its broadcast
     replaced by a copy made the way it makes them (a parameter's copy is an autograd result:
@@ -320,7 +343,17 @@ def _replicate(module: nn.Module, monkeypatch: pytest.MonkeyPatch) -> nn.Module:
 @pytest.mark.parametrize(
     "mode", [{}, {"warn": True}, {"strict": False}], ids=["strict", "warn", "register"]
 )
-@pytest.mark.parametrize("base", [StrictReplicated, LinearReplicated], ids=["Module", "mixin"])
+@pytest.mark.parametrize(
+    "base",
+    [
+        StrictReplicated,
+        LinearReplicated,
+        OverridingReplicated,
+        OverridingLinearReplicated,
+        SettingLinearReplicated,
+    ],
+    ids=["Module", "mixin", "Module-own-setattr", "mixin-own-setattr", "mixin-base-setattr"],
+)
 def test_the_parameter_copies_replicate_assigns_are_stored_as_on_the_twin(
     base: type[nn.Module], mode: dict[str, bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -329,12 +362,13 @@ def test_the_parameter_copies_replicate_assigns_are_stored_as_on_the_twin(
     main: strict mode raised UnregisteredTensorError, warn mode warned, and the copies were
     carried."""
     cls = type("Replicated", (base,), {"__module__": __name__}, **mode)
-    module = cls() if base is StrictReplicated else cls(2, 2)
+    built = issubclass(base, StrictReplicated)
+    module = cls() if built else cls(2, 2)
     replica = _replicate(module, monkeypatch)
     assert role(replica, "weight") == "plain"
     assert role(replica, "_former_parameters") == "plain"
     assert replica.weight.grad_fn is not None
-    assert role(replica, "table" if base is StrictReplicated else "bias") in (
+    assert role(replica, "table" if built else "bias") in (
         "non-persistent buffer",
         "plain",
     )

@@ -17,6 +17,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -662,15 +663,54 @@ def test_row_4_in_a_compiled_forward_is_what_it_is_in_eager_code(eager_first: bo
     assert auto.double().noted.dtype == torch.float32  # left, as nn.Module leaves it
 
 
+class _SettingFramework(Framework):
+    """A framework base with a ``__setattr__`` of its own, which the mixin passes last."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class NotingOnSettingFramework(autoreg.AutoRegisterMixin, _SettingFramework):
+    forward = _noting_forward
+
+
+class TwinSettingNoting(_SettingFramework):
+    forward = _noting_forward
+
+
+class OverridingNoting(NotingOnFramework):
+    """A model class with a ``__setattr__`` of its own, which every assignment passes first."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class TwinOverridingNoting(TwinNoting):
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
 @EAGER_FIRST
-def test_row_4s_answer_in_a_compiled_forward_holds_for_later_writes(eager_first: bool) -> None:
+@pytest.mark.parametrize(
+    ("cls", "twin_cls"),
+    [
+        (NotingOnFramework, TwinNoting),
+        (NotingOnSettingFramework, TwinSettingNoting),
+        (OverridingNoting, TwinOverridingNoting),
+    ],
+    ids=["framework", "framework-own-setattr", "model-own-setattr"],
+)
+def test_row_4s_answer_in_a_compiled_forward_holds_for_later_writes(
+    cls: type[nn.Module], twin_cls: type[nn.Module], eager_first: bool
+) -> None:
     """The first assignment decides, also when it is compiled: a framework's name stays the
     framework's when it is written again later, from outside. main: compiled code did not keep
-    the answer, and the next write, the model's code, was carried (float64 after .double())."""
-    auto = NotingOnFramework()
+    the answer, and the next write, the model's code, was carried (float64 after .double()).
+    A ``__setattr__`` override on either side tells nothing (eager code passes it too)."""
+    auto = cls()
     inputs = [torch.ones(2, 3)] * 3
     _, frames = _run_compiled(auto, inputs, "eager", eager_first)
-    _, twin_frames = _run_compiled(TwinNoting(), inputs, "eager", eager_first)
+    _, twin_frames = _run_compiled(twin_cls(), inputs, "eager", eager_first)
     assert frames == twin_frames == 1
     auto.noted = torch.zeros(2)  # written again from outside: the framework's name still
     auto.mine = torch.zeros(2)  # the model's, still
