@@ -36,8 +36,9 @@ as an activation kept from a forward pass (the fix says that it is replaced or s
 detached). A module held in a container (a plain list where ``nn.ModuleList`` was meant) is
 never reached by ``.to()``: its parameters, buffers and plain tensors are all findings (walked with
 ``_walk.iter_modules``). Tensors inside plain objects held in public attributes (a config
-dataclass, a ``SimpleNamespace``, a distribution) are findings too, one level into the object
-(``_audit_scope.entries``), and so are numpy arrays: no ``.to()`` moves them.
+dataclass, a ``SimpleNamespace``, a distribution) are findings too, and so are those of the
+plain objects in its public fields, three objects deep (``_audit_scope.entries``), and numpy
+arrays: no ``.to()`` moves them.
 
 Footguns this catches: a ``list`` of tensors where ``autoreg.BufferList`` was meant, a ``list``
 of modules where ``nn.ModuleList`` was meant (invisible to the optimizer too), a weight
@@ -55,10 +56,12 @@ import torch
 from torch import nn
 
 from ._audit_scope import (
+    OBJECT_DEPTH,
     array_dtype,
     carried_by_autoreg,
     entries,
     is_device_cache,
+    is_holder,
     iter_arrays,
     object_fields,
     overrides_apply,
@@ -284,9 +287,10 @@ def _held(
     located: list[Located],
 ) -> None:
     """Add to ``located`` a numpy array ``module.name``, or what the plain object there holds:
-    its tensors and arrays, one level into it (its fields, and the containers they hold). An
-    object is read once, at the first module that holds it: its fix is in the object, which all
-    its holders share."""
+    its tensors and arrays (its fields, and the containers they hold), and those of the plain
+    objects in its public fields, ``OBJECT_DEPTH`` objects deep (a distribution that wraps
+    another). An object is read once, at the first module that holds it: its fix is in the
+    object, which all its holders share."""
     where = join(prefix, name)
     if array_dtype(value) is not None:
         _array(module, prefix, name, where, value, walked, located)
@@ -296,14 +300,22 @@ def _held(
     walked.add(id(value))
     fix = FIX_IN_OBJECT.format(holder=type(value).__name__)
     reported: set[int] = set()
-    for field, item in object_fields(value):
-        for path, tensor in iter_tensors(item, f"{where}.{field}"):
-            if id(tensor) not in in_place and id(tensor) not in reported:
-                reported.add(id(tensor))
-                finding = Finding(path, tensor, type(module).__name__, name, fix, "object")
-                located.append(Located(finding, module, prefix))
-        for path, array in iter_arrays(item, f"{where}.{field}"):
-            _array(module, prefix, name, path, array, walked, located)
+    level = [(where, value)]
+    for _ in range(OBJECT_DEPTH):
+        inner = []
+        for at, holder in level:
+            for field, item in object_fields(holder):
+                for path, tensor in iter_tensors(item, f"{at}.{field}"):
+                    if id(tensor) not in in_place and id(tensor) not in reported:
+                        reported.add(id(tensor))
+                        finding = Finding(path, tensor, type(module).__name__, name, fix, "object")
+                        located.append(Located(finding, module, prefix))
+                for path, array in iter_arrays(item, f"{at}.{field}"):
+                    _array(module, prefix, name, path, array, walked, located)
+                if id(item) not in walked and is_holder(field, item):
+                    walked.add(id(item))
+                    inner.append((f"{at}.{field}", item))
+        level = inner
 
 
 def _array(

@@ -36,11 +36,13 @@ from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS
 
 __all__ = [
+    "OBJECT_DEPTH",
     "array_dtype",
     "candidates",
     "carried_by_autoreg",
     "entries",
     "is_device_cache",
+    "is_holder",
     "iter_arrays",
     "object_fields",
     "overrides_apply",
@@ -96,7 +98,7 @@ def entries(module: nn.Module) -> Iterator[tuple[str, object, str]]:
             yield name, value, "value"
         elif array_dtype(value) is not None:
             yield name, value, "array"
-        elif _is_holder(name, value):
+        elif is_holder(name, value):
             yield name, value, "object"
 
 
@@ -157,7 +159,14 @@ def own_to(cls: type) -> tuple[str, str, int] | None:
     return None
 
 
-def _is_holder(name: str, value: object) -> bool:
+# How many plain objects deep the attribute audit reads: the object a module holds, and the
+# objects in its public fields and in theirs (a distribution wrapping a distribution, a config
+# section inside a config). A bound, so that an object graph (an environment, a client) costs a
+# few objects, not the graph.
+OBJECT_DEPTH: Final = 3
+
+
+def is_holder(name: str, value: object) -> bool:
     """Whether ``value``, held in ``name``, is a plain object whose fields the audit reads."""
     if name.startswith("_") or issubclass(type(value), _NOT_OBJECTS) or callable(value):
         return False  # a framework's (private), a value without fields, or code

@@ -2,8 +2,9 @@
 
 ``.to()`` converts a module's parameters and buffers (and what autoreg carries); a tensor inside a
 dataclass, a ``types.SimpleNamespace`` or any object held in a public attribute stays where it
-is, and so does every numpy array. The audit finds them by type, one level into the object (its
-``__dict__`` and ``__slots__``, and the containers they hold), never by running the object's code.
+is, and so does every numpy array. The audit finds them by type, in the object's fields (its
+``__dict__`` and ``__slots__``, and the containers they hold) and in the public fields of the plain
+objects there, three objects deep, never by running the object's code.
 """
 
 from __future__ import annotations
@@ -137,3 +138,42 @@ def test_an_object_held_twice_and_a_cycle_are_walked_once() -> None:
     shared.me = shared
     box.first, box.second = shared, shared
     assert [f.path for f in autoreg.find_unregistered(box)] == ["first.mean"]
+
+
+def test_an_object_inside_a_held_object_is_walked_too() -> None:
+    """A distribution that wraps another keeps its tensors two objects in; a config, a config of
+    its own. .to() reaches neither. main: only the outer object's own fields were read, and the
+    prior's tensors were not listed (docs/real-code.md, problem B)."""
+    box = Box()
+    loc, scale = torch.zeros(2), torch.ones(2)
+    box.prior = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(loc, scale), [torch.distributions.ExpTransform()]
+    )
+    box.cfg = types.SimpleNamespace(
+        loss=types.SimpleNamespace(weights=types.SimpleNamespace(table=torch.ones(3)))
+    )
+    findings = autoreg.find_unregistered(box)
+    assert [f.path for f in findings] == [
+        "prior.base_dist.loc",
+        "prior.base_dist.scale",
+        "cfg.loss.weights.table",
+    ]
+    assert findings[0].tensor is loc
+    assert (findings[0].class_name, findings[0].attribute) == ("Box", "prior")
+    assert findings[0].fix.startswith("a tensor inside a TransformedDistribution object")
+
+
+def test_objects_are_walked_three_deep_each_once_and_never_into_private_fields() -> None:
+    """The walk is bounded: three objects deep (the held object and two inside it), each object
+    read once, a private field (a framework's) never entered, a module never walked as an
+    object (its own tensors are the audit's, or .to()'s)."""
+    box = Box()
+    deepest = types.SimpleNamespace(table=torch.ones(1))
+    third = types.SimpleNamespace(table=torch.ones(2), inner=deepest)
+    second = types.SimpleNamespace(table=torch.ones(3), inner=third, _cache=deepest)
+    second.back = second
+    box.held = types.SimpleNamespace(inner=second, again=second, module=box, _private=deepest)
+    assert [f.path for f in autoreg.find_unregistered(box)] == [
+        "held.inner.table",
+        "held.inner.inner.table",
+    ]
