@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._audit import Located
 from .._frames import AUTOREG_DIR, TORCH_DIR, is_library
+from .._messages.audits import RETURNED
 from .calls import Calls
 from .finding import Kind
 from .fixes import Records, record
@@ -244,6 +245,33 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self._record("dtype", tensor, func, model, raises=True)
         return result
 
+    def returned(self, output: Any) -> None:
+        """Judge what the pass returns, as its caller meets it: a floating tensor with a dimension
+        left on the default device, or made in another dtype, beside the model's tensors in the
+        output is a stray (a flow's log-determinant that only ever met another stray in
+        forward). A 0-dim tensor is a scalar to CUDA, an integer one an index, a copy back to
+        the CPU and a cast of the model's own values are on purpose: none is reported."""
+        tensors = [t for t in tensors_in(output) if t.dim() and (floating(t) or t.is_complex())]
+        model = [t for t in tensors if self.tags.follows(t)]
+        if not model:
+            return  # nothing of the model's beside them: what the caller does with them is its own
+        low = self.dtype
+        for tensor in tensors:
+            sites = self.tags.sites(tensor)
+            if (
+                self.devices
+                and not self.tags.follows(tensor)
+                and any(s.host and not s.copied_back for s in sites)
+            ):
+                self._record("device", tensor, None, model)
+            if (
+                low is not None
+                and any(t.dtype == low for t in model)
+                and self._dtype_stray(tensor, low)
+                and not self._island(tensor)
+            ):
+                self._record("dtype", tensor, None, model, result=_promoted(tensor.dtype, low))
+
     def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
         """A tensor made (or cast) by the code in the pass in another dtype than ``low``: one
         that may mix. Its dtype is the code's where a site of the code gave it that dtype; what
@@ -440,7 +468,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         """Record a finding for each site ``tensor`` came from: for a device finding, each that
         left it on the default device; for a dtype finding, each that gave it its dtype (a cast
         of the model's values, on purpose, only when the operation raises); ``result``: the dtype
-        ``func`` promoted to."""
+        ``func`` promoted to. ``func`` None: the tensor is returned (``returned``)."""
         sites = tuple(s for s in self.tags.sites(tensor) if not s.internal)
         if kind == "device":
             chosen = [s for s in sites if s.host]
@@ -453,9 +481,11 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 lines.setdefault(site.key if site.attribute else site.key[:2], site)
             chosen = list(lines.values())
         if not chosen:
+            if func is None:
+                return  # returned: no site of the code's to name
             chosen = [self.lines.site("made", host=kind == "device", dtype=tensor.dtype)]
-        op = func.overloadpacket.__name__
-        op_line = self.lines.line()
+        op = RETURNED if func is None else func.overloadpacket.__name__
+        op_line = None if func is None else self.lines.line()
         for site in chosen:
             key = (kind, *site.key)
             if key not in self.records:
@@ -464,13 +494,19 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     site,
                     tensor,
                     op,
-                    op_line,
+                    op_line or (site.filename, site.lineno),
                     model,
                     self.tags.follows,
                     self.dtype,
                     result,
                     self.lines.mode,
                 )
+
+
+def _promoted(stray: torch.dtype, low: torch.dtype) -> torch.dtype | None:
+    """What an operation of a ``stray`` tensor and one of ``low`` computes in (None: the same)."""
+    result = torch.promote_types(stray, low)
+    return None if result == low else result
 
 
 def _on_meta(tensor: torch.Tensor) -> bool:

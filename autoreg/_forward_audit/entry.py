@@ -176,6 +176,7 @@ def _run(
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
         _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
+    audit.returned(output)
     if stores is not None:
         device = _device_of(model)
         for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):

@@ -41,9 +41,11 @@ from .._messages.audits import (
     FIX_RANDOM_LIKE,
     FIX_STORED,
     FIX_STORED_CONTAINER,
+    RETURNED,
     WHY_DEVICE,
     WHY_PROMOTES,
     WHY_RAISES,
+    WHY_RETURNED,
 )
 from .._messages.describe import dtype_name
 from .._mixin import AutoRegisterMixin
@@ -135,6 +137,9 @@ def _finding(entry: Record, fix: str, device: str) -> ForwardFinding:
 
 
 def _why(entry: Record) -> str:
+    if entry.op == RETURNED:
+        where = "on the model's device" if entry.kind == "device" else dtype_name(entry.low)
+        return WHY_RETURNED.format(where=where)
     if entry.kind == "device":
         return WHY_DEVICE.format(op=entry.op)
     names = {"op": entry.op, "stray": dtype_name(entry.dtype), "low": dtype_name(entry.low)}

@@ -143,6 +143,12 @@ FIX_HELD: Final = "{path} is left behind by .to(): {fix}"
 
 WHY_DEVICE: Final = "{op} meets it next to the model's tensors"
 
+RETURNED: Final = "return"  # the operation named for a stray the output hands to the caller
+
+WHY_RETURNED: Final = (
+    "it is returned beside the model's tensors ({where}), and the caller meets them together"
+)
+
 WHY_PROMOTES: Final = "this {stray} tensor turns {op} on {low} into {result}"
 
 WHY_RAISES: Final = "{op} rejects {stray} next to {low}"

@@ -651,6 +651,41 @@ class SelectiveScan(nn.Module):
         return self.out(state)
 
 
+# --- a normalizing flow: log-determinants that only meet each other, then leave in the output --
+
+
+class AffineStep(nn.Module):
+    def __init__(self, dim: int = 3) -> None:
+        super().__init__()
+        self.scale = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_det = torch.zeros(x.shape[0])  # stray: device, dtype
+        s = self.scale(x)
+        return x * torch.exp(s), log_det
+
+
+class Flow(nn.Module):
+    """Each step's log-determinant starts as a tensor made without ``device=`` (as flow libraries
+    write it) and the flow sums them into one more: the strays only ever meet each other, and
+    reach the caller in the output beside the model's tensors, where ``prior.log_prob(z) +
+    log_det`` fails on a GPU. The indices and the 0-dim count it returns are the caller's to use
+    as they are (an index, a scalar), and a copy back to the CPU is on purpose."""
+
+    def __init__(self, dim: int = 3) -> None:
+        super().__init__()
+        self.steps = nn.ModuleList([AffineStep(dim), AffineStep(dim)])
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        total = torch.zeros(x.shape[0])  # stray: device, dtype
+        for step in self.steps:
+            x, log_det = step(x)
+            total = total + log_det
+        order = torch.arange(x.shape[0])
+        count = torch.tensor(float(len(self.steps)))
+        return x, total, order, count, x.detach().cpu()
+
+
 # --- convolutions with a bias: the dtype check before any operation runs --------------------------
 
 

@@ -197,6 +197,28 @@ def test_every_cause_of_a_dtype_stray_is_listed_in_one_run() -> None:
     assert found(findings) == marked(rp.SelectiveScan)
 
 
+def test_strays_that_only_meet_each_other_are_reported_where_they_leave_in_the_output() -> None:
+    """A flow's log-determinants: made without ``device=`` in every step and summed, they never
+    meet the model's tensors in forward, only its caller does, beside the model's in the output.
+    main: neither was reported (docs/real-code.md, problem C), and fixing one made the other
+    show. The 0-dim count, the integer order and the copy back to the CPU are not strays."""
+    findings = autoreg.audit_forward(rp.Flow(), torch.randn(4, 3))
+    assert found(findings) == marked(rp.Flow, rp.AffineStep)
+    assert {f.op for f in findings} == {"return"}
+    assert {(f.kind, f.reason) for f in findings} == {
+        (
+            "device",
+            "it is returned beside the model's tensors (on the model's device), and the caller "
+            "meets them together",
+        ),
+        (
+            "dtype",
+            "it is returned beside the model's tensors (bfloat16), and the caller meets them "
+            "together",
+        ),
+    }
+
+
 def test_a_convolution_with_a_bias_reports_its_input_and_goes_on() -> None:
     """A convolution with a bias refuses an input in another dtype before any operation runs,
     where the pass sees nothing: the bfloat16 pass stopped there ("not audited", the model's
