@@ -14,6 +14,7 @@ import torch.fx
 from torch import nn
 
 import autoreg
+from tests.support import role
 
 
 class AutoRunning(autoreg.Module):
@@ -111,3 +112,40 @@ def test_a_traced_autoreg_module_equals_the_twins_and_moves() -> None:
     torch.testing.assert_close(traced_auto(x), traced_twin(x), rtol=0, atol=0)
     assert traced_auto.mask.dtype == torch.float64
     assert traced_auto.positions.dtype == torch.long
+
+
+@pytest.mark.parametrize(
+    "mode", [{"strict": True}, {"warn": True}, {}], ids=["strict", "warn", "register"]
+)
+def test_the_constants_the_tracer_sets_on_the_root_are_stored_as_on_the_twin(
+    mode: dict[str, bool],
+) -> None:
+    """fx's tracer keeps a tensor the forward makes from a literal as ``_tensor_constant0`` on
+    the module it traces: torch's assignment, a plain attribute on nn.Module. main: strict mode
+    refused it (UnregisteredTensorError, for a name the model never wrote), warn mode warned,
+    and the original module carried it (warnings are errors in this suite)."""
+
+    class Constant(autoreg.Module, **mode):
+        scale: torch.Tensor
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.ones(2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.scale + torch.tensor([1.0, 2.0])
+
+    class TwinConstant(nn.Module):
+        forward = Constant.forward
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.ones(2), persistent=False)
+
+    auto, twin = Constant(), TwinConstant()
+    traced_auto, traced_twin = torch.fx.symbolic_trace(auto), torch.fx.symbolic_trace(twin)
+    assert traced_auto.code == traced_twin.code
+    assert role(auto, "_tensor_constant0") == role(twin, "_tensor_constant0") == "plain"
+    assert auto.double()._tensor_constant0.dtype == torch.float32  # left, as nn.Module leaves it
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(traced_auto(x), traced_twin(x), rtol=0, atol=0)
