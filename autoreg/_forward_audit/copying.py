@@ -138,10 +138,11 @@ def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> st
 
 
 def input_tensors(inputs: Any) -> list[torch.Tensor]:
-    """The tensors of the forward's inputs, which the caller moves with the model: nested in
-    lists, tuples and dicts, and one level into a plain object among them (its fields, and the
-    containers they hold), as the attribute audit reads objects: a batch wrapper that holds the
-    padded tensors and their mask (DETR's ``NestedTensor``) is the input."""
+    """The tensors of the forward's inputs, which the caller moves with the model (and of its
+    output, which the caller meets): nested in lists, tuples and dicts, and one level into a
+    plain object among them (its fields, and the containers they hold): a batch wrapper that
+    holds the padded tensors and their mask (DETR's ``NestedTensor``) is the input, a
+    distribution a policy returns is the output."""
     found: dict[int, torch.Tensor] = {}
     for leaf in tree_flatten(inputs)[0]:
         if isinstance(leaf, torch.Tensor):

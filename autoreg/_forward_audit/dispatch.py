@@ -245,13 +245,15 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self._record("dtype", tensor, func, model, raises=True)
         return result
 
-    def returned(self, output: Any) -> None:
-        """Judge what the pass returns, as its caller meets it: a floating tensor with a dimension
-        left on the default device, or made in another dtype, beside the model's tensors in the
-        output is a stray (a flow's log-determinant that only ever met another stray in
-        forward). A 0-dim tensor is a scalar to CUDA, an integer one an index, a copy back to
-        the CPU and a cast of the model's own values are on purpose: none is reported."""
-        tensors = [t for t in tensors_in(output) if t.dim() and (floating(t) or t.is_complex())]
+    def returned(self, output: list[torch.Tensor]) -> None:
+        """Judge the tensors the pass returns (``output``: ``copying.input_tensors`` of what it
+        returned), as its caller meets them: a floating tensor with a dimension left on the
+        default device, or made in another dtype, beside the model's tensors is a stray (a flow's
+        log-determinant that only ever met another stray in forward, the std of a distribution
+        a policy returns). A 0-dim tensor is a scalar to CUDA, an integer one an index, a copy
+        back to the CPU and a cast of the model's own values are on purpose: none is
+        reported."""
+        tensors = [t for t in output if t.dim() and floating(t)]
         model = [t for t in tensors if self.tags.follows(t)]
         if not model:
             return  # nothing of the model's beside them: what the caller does with them is its own
@@ -277,8 +279,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         that may mix. Its dtype is the code's where a site of the code gave it that dtype; what
         only torch cast (inside sdpa, under autocast), or an operation chose for its output
         (the float32 log-sum-exp sdpa returns beside a bfloat16 output), is torch's, whatever
-        made its inputs (an integer index made in forward does not make floats of its dtype)."""
-        if tensor.dtype in (low, torch.bool) or not tensor.dim():
+        made its inputs (an integer index made in forward does not make floats of its dtype).
+        Only a floating or complex tensor can be one: an integer or boolean tensor never
+        promotes a floating operation, and an index must keep its dtype."""
+        if tensor.dtype == low or not tensor.dim() or not floating(tensor):
             return False
         if tensor.is_complex() and tensor.dtype == complex_of(low):
             return False  # the model's dtype in complex form

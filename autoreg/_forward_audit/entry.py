@@ -35,6 +35,7 @@ from .copying import (
     default_device_cpu,
     devices_held,
     follow,
+    input_tensors,
     on_meta,
     rng_kept,
     state,
@@ -176,7 +177,7 @@ def _run(
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
         _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
-    audit.returned(output)
+    audit.returned(input_tensors(output))
     if stores is not None:
         device = _device_of(model)
         for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):

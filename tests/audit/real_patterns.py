@@ -686,6 +686,58 @@ class Flow(nn.Module):
         return x, total, order, count, x.detach().cpu()
 
 
+# --- a policy that returns its distribution: a fixed std lifted from numpy ------------------------
+
+
+class FixedStdPolicy(nn.Module):
+    """A Gaussian policy with a fixed exploration noise, lifted from numpy in forward, that
+    returns the distribution itself (as RL libraries' policies do): the caller samples from it,
+    where the std meets the mean on the model's device and in its dtype."""
+
+    def __init__(self, obs: int = 5, act: int = 3) -> None:
+        super().__init__()
+        self.mean = nn.Linear(obs, act)
+        self.std = 0.5
+
+    def forward(self, state: torch.Tensor) -> Normal:
+        std = torch.from_numpy(np.array([self.std])).float()  # stray: device, dtype
+        return Normal(self.mean(state), std)
+
+
+# --- a kv-cache in the config's dtype, filled at positions made in forward ------------------------
+
+
+class ConfiguredCache(nn.Module):
+    """A cache made in the dtype a config names (float32), written at positions forward makes
+    (as decoders' generate steps write their kv-cache): in bfloat16, index_copy_ rejects the
+    float32 cache next to the bfloat16 keys. The positions are an index, in no floating dtype."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.cache_dtype = torch.float32
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[1], device=x.device)
+        shape = (1, 8, x.shape[-1])
+        cache = torch.zeros(shape, device=x.device, dtype=self.cache_dtype)  # stray: dtype
+        cache.index_copy_(1, positions, self.proj(x))
+        return cache.sum(1)
+
+
+class RoundedIndex(nn.Module):
+    """An index computed from the model's values, which bfloat16 rounds out of the table's range:
+    the model raises in bfloat16 with torch's own error, which the audit reports as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(300, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = (x.sum() * 0 + 299).long().view(1)
+        return self.table[index]
+
+
 # --- convolutions with a bias: the dtype check before any operation runs --------------------------
 
 

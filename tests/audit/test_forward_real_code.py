@@ -219,6 +219,30 @@ def test_strays_that_only_meet_each_other_are_reported_where_they_leave_in_the_o
     }
 
 
+def test_a_stray_in_a_returned_distribution_is_reported() -> None:
+    """The output is read as the inputs are: tensors, containers, and the fields of a plain
+    object among them. main: the std, lifted from numpy, was reported only by a step that
+    sampled from the distribution."""
+    findings = autoreg.audit_forward(rp.FixedStdPolicy(), torch.randn(4, 5))
+    assert found(findings) == marked(rp.FixedStdPolicy)
+
+
+def test_an_index_made_in_forward_is_never_cast_to_the_models_dtype() -> None:
+    """main: to tell whether the float32 cache was why index_copy_ raised, the audit ran it again
+    with every tensor of another dtype converted, the positions too: the retry raised on a
+    bfloat16 index, and the model was reported as raising (not audited)."""
+    findings = autoreg.audit_forward(rp.ConfiguredCache(), torch.randn(1, 2, 4))
+    assert found(findings) == marked(rp.ConfiguredCache)
+
+
+def test_a_model_that_raises_in_bfloat16_is_reported_with_its_own_error() -> None:
+    """main: the audit's retry cast the index to bfloat16, and reported its own IndexError
+    ("tensors used as indices must be long...") instead of the model's."""
+    model = rp.RoundedIndex()
+    with pytest.raises(autoreg.ForwardAuditError, match="index 300 is out of bounds"):
+        autoreg.audit_forward(model, torch.randn(3))
+
+
 def test_a_convolution_with_a_bias_reports_its_input_and_goes_on() -> None:
     """A convolution with a bias refuses an input in another dtype before any operation runs,
     where the pass sees nothing: the bfloat16 pass stopped there ("not audited", the model's
