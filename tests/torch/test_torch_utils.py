@@ -6,7 +6,9 @@ must never become a buffer: ``named_buffers()`` and ``state_dict()`` keys equal 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -384,3 +386,37 @@ def test_functional_call_over_a_carried_tensor_with_a_weight_says_nothing() -> N
     out.sum().backward()
     assert offset.grad is not None
     assert role(auto, "offset") == "carried"
+
+
+class Offset(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if getattr(self, "offset", None) is None:
+            self.offset = torch.randn(3)  # carried: made on the first call
+        return self.lin(x) + self.offset
+
+
+def test_an_ensemble_of_models_with_carried_state_runs_with_it_passed_by_name() -> None:
+    """torch's ensembling recipe: stack_module_state stacks parameters and buffers, not carried
+    tensors (docs/compatibility.md); passed stacked in functional_call's dicts too, the ensemble
+    computes what each model computes."""
+    from torch.func import stack_module_state, vmap
+
+    models = [Offset() for _ in range(3)]
+    x = torch.randn(4, 3)
+    for model in models:
+        model(x)
+    params, buffers = stack_module_state(models)
+    carried = {"offset": torch.stack([model.offset for model in models])}
+    base = copy.deepcopy(models[0]).to("meta")
+
+    def call(p: Any, b: Any, c: Any, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = functional_call(base, (p, b, c), (x,))
+        return out
+
+    outputs = vmap(call, in_dims=(0, 0, 0, None))(params, buffers, carried, x)
+    for output, model in zip(outputs, models, strict=True):
+        torch.testing.assert_close(output, model(x))
