@@ -169,18 +169,24 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
+    constructing = (
+        registry is UNBUILT
+        or CONSTRUCTING in d
+        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
+    )
     if role is None and kind is not EXPLICIT:
         # Frames are read in eager code only: dynamo cannot trace sys._getframe, and traces this
         # function as a frame of its own where a compiled caller broke its graph before.
         if (
             kind in HELD
             and from_setattr
+            and not constructing  # torch's code assigns to a module it did not build
             and name not in d
             and not is_compiling()
             and _by_torch(sys._getframe(2))  # 0: this, 1: __setattr__, 2: whoever called it
         ):
-            # A name torch's own code creates (replicate()'s parameter copies on a replica, fx's
-            # tracer's constants on the root, FSDP's views of its flat parameter): torch's,
+            # A name torch's own code creates on a built module (replicate()'s parameter copies
+            # on a replica, fx's tracer's constants on the root, FSDP's views): torch's,
             # which nn.Module keeps as plain attributes (row 4). A name that exists is not
             # torch's for a value torch swaps in and back (functional_call).
             role = FRAMEWORK
@@ -212,11 +218,6 @@ def situation(
                     if compiling or not from_setattr or is_compiling()
                     else id(_assigner(sys._getframe(2))) in _UTILITY_WRITES
                 )
-    constructing = (
-        registry is UNBUILT
-        or CONSTRUCTING in d
-        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
-    )
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
         kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
