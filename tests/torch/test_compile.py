@@ -719,6 +719,30 @@ def test_row_4s_answer_in_a_compiled_forward_holds_for_later_writes(
     assert auto.mine.dtype == torch.float64
 
 
+def _pickled(module: nn.Module) -> nn.Module:
+    copied: nn.Module = pickle.loads(pickle.dumps(module))
+    return copied
+
+
+@pytest.mark.parametrize(
+    "copier", [copy.copy, copy.deepcopy, _pickled], ids=["copy", "deepcopy", "pickle"]
+)
+def test_row_4s_answer_in_a_compiled_forward_is_kept_by_copies(
+    copier: Callable[[Any], Any],
+) -> None:
+    """What compiled code decided (the framework's name, the model's carried one) is the copy's
+    too: the copy of a module whose compiled forward wrote both converts as the original does."""
+    auto = NotingOnFramework()
+    with torch.no_grad():  # what forward stores is no autograd result, which deepcopy refuses
+        _run_compiled(auto, [torch.ones(2, 3)] * 2, "eager")
+    clone = copier(auto)
+    clone.double()
+    assert clone.noted.dtype == torch.float32  # the framework's: left, as nn.Module leaves it
+    assert clone.mine.dtype == torch.float64  # the model's: carried
+    clone.noted = torch.zeros(2)  # written again from outside: still the framework's
+    assert clone.double().noted.dtype == torch.float32
+
+
 def _framework_only_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     self.note(self.lin(x))
     return x
