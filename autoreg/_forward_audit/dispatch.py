@@ -266,13 +266,12 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 and any(s.host and not s.copied_back for s in sites)
             ):
                 self._record("device", tensor, None, model)
-            if (
-                low is not None
-                and any(t.dtype == low for t in model)
-                and self._dtype_stray(tensor, low)
-                and not self._island(tensor)
-            ):
-                self._record("dtype", tensor, None, model, result=_promoted(tensor.dtype, low))
+            if low is None or not any(t.dtype == low for t in model):
+                continue
+            promoted = torch.promote_types(tensor.dtype, low)
+            if promoted != low and self._dtype_stray(tensor, low) and not self._island(tensor):
+                # it would turn what the caller computes with the model's tensors into promoted
+                self._record("dtype", tensor, None, model, result=promoted)
 
     def _dtype_stray(self, tensor: torch.Tensor, low: torch.dtype) -> bool:
         """A tensor made (or cast) by the code in the pass in another dtype than ``low``: one
@@ -505,12 +504,6 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     result,
                     self.lines.mode,
                 )
-
-
-def _promoted(stray: torch.dtype, low: torch.dtype) -> torch.dtype | None:
-    """What an operation of a ``stray`` tensor and one of ``low`` computes in (None: the same)."""
-    result = torch.promote_types(stray, low)
-    return None if result == low else result
 
 
 def _on_meta(tensor: torch.Tensor) -> bool:

@@ -205,6 +205,12 @@ def test_strays_that_only_meet_each_other_are_reported_where_they_leave_in_the_o
     findings = autoreg.audit_forward(rp.Flow(), torch.randn(4, 3))
     assert found(findings) == marked(rp.Flow, rp.AffineStep)
     assert {f.op for f in findings} == {"return"}
+    # In a float64 model, float32 beside float64 computes in the model's dtype: no dtype stray
+    # (as for an operation that meets it), the devices still are.
+    in_float64 = autoreg.audit_forward(
+        rp.Flow().double(), torch.randn(4, 3).double(), low_precision=None
+    )
+    assert {f.kind for f in in_float64} == {"device"}
     assert {(f.kind, f.reason) for f in findings} == {
         (
             "device",
