@@ -22,8 +22,7 @@ classes, helpers outside the classes, the decorators' shared wrappers, torch). N
 framework's (one factory made both classes, or one function is set on both): a frame's
 ``__class__`` cell, or what it closes over, tells which function it runs; when nothing does,
 autoreg cannot tell, and does what nn.Module does (the framework's, a plain attribute), which warn
-mode says. On every class, before any of this is asked, a tensor or container under a name that
-torch's own code creates (``replicate()``, fx's tracer, FSDP) is torch's: ``_facts.situation``.
+mode says.
 
 What the classes hold is read when the question is first asked for the class (the first instance
 to assign a name), and kept in the class record: the code objects of its classes' functions, by

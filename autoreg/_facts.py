@@ -26,12 +26,12 @@ from typing import Any, Final, TypeAlias, cast
 
 import torch
 from torch import nn
+from torch.nn.parallel import replicate
 from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import attribute, compiled_attribution
-from ._frames import TORCH_DIR
 from ._record import CACHE_LIMIT, ClassRecord
 from ._state import CONSTRUCTING, EARLY, FRAMEWORK, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
@@ -56,7 +56,6 @@ __all__ = [
     "Registry",
     "Situation",
     "defines_torch_function",
-    "is_compiling",
     "kind_of",
     "recomputed_names",
     "situation",
@@ -88,9 +87,7 @@ class Registry(enum.IntEnum):
     UNBUILT = 4  # nn.Module.__init__ has not run
 
 
-# Whether dynamo is tracing: traced as True, one call in eager code (is_compiling() makes two).
-# Non-strict torch.export runs Python eagerly: the eager path is right there.
-is_compiling: Final = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+_REPLICATE: Final = replicate.__code__
 
 # The members, bound once: a member looked up through its enum class costs about 0.1 µs, and an
 # assignment reads several.
@@ -169,30 +166,20 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
-    constructing = (
-        registry is UNBUILT
-        or CONSTRUCTING in d
-        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
-    )
     if role is None and kind is not EXPLICIT:
-        # Frames are read in eager code only: dynamo cannot trace sys._getframe, and traces this
-        # function as a frame of its own where a compiled caller broke its graph before.
         if (
-            kind in HELD
-            and from_setattr
-            and not constructing  # torch's code assigns to a module it did not build
-            and name not in d
-            and not is_compiling()
-            and _by_torch(sys._getframe(2))  # 0: this, 1: __setattr__, 2: whoever called it
+            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
+            and from_setattr  # eager code
+            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
+            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
         ):
-            # A name torch's own code creates on a built module (replicate()'s parameter copies
-            # on a replica, fx's tracer's constants on the root, FSDP's views): torch's,
-            # which nn.Module keeps as plain attributes (row 4). A name that exists is not
-            # torch's for a value torch swaps in and back (functional_call).
+            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
+            # detached with detach=True) and a dict of them (_former_parameters), which
+            # nn.Module keeps as plain attributes: torch's assignments, row 4.
             role = FRAMEWORK
         elif record.attributes and name not in MODULE_INTERNALS:
-            if compiling or (from_setattr and is_compiling()):
-                role = compiled_attribution(record.cls)  # read while dynamo traces: a constant
+            if compiling:  # read while dynamo traces: a constant of the compiled code
+                role = compiled_attribution(record.cls)
             elif from_setattr:
                 role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
@@ -215,9 +202,14 @@ def situation(
             ):  # a utility's first write, before its hook exists, is told by its code
                 derived = (
                     None
-                    if compiling or not from_setattr or is_compiling()
+                    if compiling or not from_setattr
                     else id(_assigner(sys._getframe(2))) in _UTILITY_WRITES
                 )
+    constructing = (
+        registry is UNBUILT
+        or CONSTRUCTING in d
+        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
+    )
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
         kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
@@ -235,13 +227,6 @@ def recomputed_names(hooks: Mapping[Any, Any]) -> set[str]:
         elif issubclass(cls, (WeightNorm, SpectralNorm)):
             names.add(hook.name)
     return names
-
-
-def _by_torch(frame: types.FrameType | None) -> bool:
-    """Whether the assignment whose ``__setattr__`` was called from ``frame`` is made by torch's
-    own code: its code object's file is in torch's installed package."""
-    code = _assigner(frame)
-    return code is not None and code.co_filename.startswith(TORCH_DIR)
 
 
 def _assigner(frame: types.FrameType | None) -> types.CodeType | None:

@@ -114,6 +114,11 @@ def test_a_traced_autoreg_module_equals_the_twins_and_moves() -> None:
     assert traced_auto.positions.dtype == torch.long
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not mended: fx's tracer's constants count as the model's run-time state (strict mode "
+    "refuses them, warn mode warns, and they are carried): docs/compatibility.md",
+)
 @pytest.mark.parametrize(
     "mode", [{"strict": True}, {"warn": True}, {}], ids=["strict", "warn", "register"]
 )

@@ -133,22 +133,6 @@ class AutoStack(autoreg.Module):
         return self.head(x * self.mask + self.stats)
 
 
-class StrictPositions(autoreg.Module, strict=True):
-    """A parameter of the model's own beside a layer's, and a declared buffer: FSDP
-    (FullyShardedDataParallel) sets a view of its flat parameter under each name."""
-
-    table: torch.Tensor
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.pos = nn.Parameter(torch.linspace(-1.0, 1.0, 4))
-        self.table = torch.arange(4.0)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lin(x + self.pos) * self.table
-
-
 # --- scenarios (run in each worker) --------------------------------------------------------------
 
 
@@ -286,22 +270,6 @@ def _checkpoint_round_trip(rank: int, directory: Path) -> None:
     assert fresh._buffers["stats"] is fresh.stats
 
 
-def _fsdp1_forward_and_backward(rank: int, _: Path) -> None:
-    """FSDP's views of its flat parameter are torch's assignments: never refused by strict mode
-    (main: UnregisteredTensorError for 'pos'), and the model computes what it computes unwrapped."""
-    from torch.distributed.fsdp import FullyShardedDataParallel
-
-    torch.manual_seed(0)
-    reference = StrictPositions()
-    torch.manual_seed(0)
-    model = FullyShardedDataParallel(StrictPositions(), device_id=torch.device("cpu"))
-    x = torch.randn(3 + rank, 4, generator=torch.Generator().manual_seed(rank))
-    loss = model(x).sum()
-    loss.backward()
-    torch.testing.assert_close(loss, reference(x).sum())
-    assert [n for n, _ in model.module.named_buffers()] == ["table"]
-
-
 def _full(tensor: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor
 
@@ -312,7 +280,6 @@ SCENARIOS: dict[str, Callable[[int, Path], None]] = {
     "ddp_broadcast": _ddp_broadcasts_construction_buffers,
     "ddp_runtime_state": _runtime_state_stays_per_rank,
     "ddp_no_buffers_at_wrap": _no_buffers_at_wrap_time,
-    "fsdp1": _fsdp1_forward_and_backward,
     "fsdp2": _fsdp2_forward_and_backward,
     "dcp": _checkpoint_round_trip,
 }
@@ -366,10 +333,6 @@ def test_ddp_never_overwrites_per_rank_runtime_state(outcomes: dict) -> None:
 
 def test_ddp_module_without_buffers_at_wrap_time(outcomes: dict) -> None:
     _check(outcomes, "ddp_no_buffers_at_wrap")
-
-
-def test_fsdp1_sets_its_parameter_views_on_a_strict_model(outcomes: dict) -> None:
-    _check(outcomes, "fsdp1")
 
 
 @REQUIRES_FSDP2
