@@ -248,7 +248,8 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def returned(self, output: list[torch.Tensor]) -> None:
         """Judge the tensors the pass returns (``output``: ``copying.input_tensors`` of what it
         returned), as its caller meets them: a floating tensor with a dimension left on the
-        default device, or made in another dtype, beside the model's tensors is a stray (a flow's
+        default device, or made in a dtype that would change the dtype the caller computes in
+        with them (float32 beside bfloat16), beside the model's tensors is a stray (a flow's
         log-determinant that only ever met another stray in forward, the std of a distribution
         a policy returns). A 0-dim tensor is a scalar to CUDA, an integer one an index, a copy
         back to the CPU and a cast of the model's own values are on purpose: none is
