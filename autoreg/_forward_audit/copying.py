@@ -41,8 +41,8 @@ __all__ = [
     "copy_model",
     "default_device_cpu",
     "devices_held",
+    "exchanged_tensors",
     "follow",
-    "input_tensors",
     "on_meta",
     "rng_kept",
     "state",
@@ -137,12 +137,12 @@ def _cannot_copy(model: nn.Module, memo: dict[int, Any], error: Exception) -> st
     return CANNOT_COPY.format(cls=type(model).__name__, error=describe_error(error))
 
 
-def input_tensors(inputs: Any) -> list[torch.Tensor]:
-    """The tensors of the forward's inputs, which the caller moves with the model (and of its
-    output, which the caller meets): nested in lists, tuples and dicts, and one level into a
-    plain object among them (its fields, and the containers they hold): a batch wrapper that
-    holds the padded tensors and their mask (DETR's ``NestedTensor``) is the input, a
-    distribution a policy returns is the output."""
+def exchanged_tensors(inputs: Any) -> list[torch.Tensor]:
+    """The tensors the caller exchanges with forward: in its inputs, which the caller moves with
+    the model, or in its output, which the caller meets. Nested in lists, tuples and dicts, and
+    one level into a plain object among them (its fields, and the containers they hold): a batch
+    wrapper that holds the padded tensors and their mask (DETR's ``NestedTensor``) is the input,
+    a distribution a policy returns is the output."""
     found: dict[int, torch.Tensor] = {}
     for leaf in tree_flatten(inputs)[0]:
         if isinstance(leaf, torch.Tensor):
@@ -155,11 +155,11 @@ def input_tensors(inputs: Any) -> list[torch.Tensor]:
 
 
 def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Tensor] | None) -> Any:
-    """The inputs, deep-copied, with each of their tensors (``input_tensors``) copied to the CPU
+    """The inputs, deep-copied, with each of their tensors (``exchanged_tensors``) copied to the CPU
     (to meta when ``values`` is given: it then maps each to the caller's, which holds its
     values), its floating ones converted to ``low``."""
     memo: dict[int, Any] = {}
-    for tensor in input_tensors(inputs):
+    for tensor in exchanged_tensors(inputs):
         device = STAND_IN if values is not None else torch.device("cpu")
         moved = tensor.detach().to(device, copy=True)
         if low is not None and moved.is_floating_point():
@@ -220,7 +220,7 @@ def follow(tags: Tags, twin: nn.Module, stranded: dict[int, Located], inputs: An
                 for _, tensor in iter_tensors(value):
                     if id(tensor) not in stranded:
                         tags.set(tensor, Tag(True))
-    for tensor in (*state(twin), *input_tensors(inputs)):
+    for tensor in (*state(twin), *exchanged_tensors(inputs)):
         tags.set(tensor, Tag(True))
 
 

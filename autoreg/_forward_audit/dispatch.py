@@ -246,7 +246,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return result
 
     def returned(self, output: list[torch.Tensor]) -> None:
-        """Judge the tensors the pass returns (``output``: ``copying.input_tensors`` of what it
+        """Judge the tensors the pass returns (``output``: ``copying.exchanged_tensors`` of what it
         returned), as its caller meets them: a floating tensor with a dimension left on the
         default device, or made in a dtype that would change the dtype the caller computes in
         with them (float32 beside bfloat16), beside the model's tensors is a stray (a flow's

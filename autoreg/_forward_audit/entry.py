@@ -34,8 +34,8 @@ from .copying import (
     copy_model,
     default_device_cpu,
     devices_held,
+    exchanged_tensors,
     follow,
-    input_tensors,
     on_meta,
     rng_kept,
     state,
@@ -177,7 +177,7 @@ def _run(
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
         _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
-    audit.returned(input_tensors(output))
+    audit.returned(exchanged_tensors(output))
     if stores is not None:
         device = _device_of(model)
         for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):
