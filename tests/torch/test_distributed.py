@@ -1,4 +1,4 @@
-"""DDP, FSDP2 and torch.distributed.checkpoint on CPU: gloo, 2 processes on 127.0.0.1.
+"""DDP, FSDP1, FSDP2 and torch.distributed.checkpoint on CPU: gloo, 2 processes on 127.0.0.1.
 
 Spawning workers costs seconds (each imports torch), so the scenarios run in one pair of
 processes, in order (``tests/gloo.py``), and each test checks its scenario's outcome. Everything
