@@ -42,8 +42,6 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-import torch
-
 from ._errors import AutoRegisterWarning
 from ._frames import AUTOREG_DIR, TORCH_DIR
 from ._messages.contract import UNDETERMINED_OWNER
@@ -51,7 +49,11 @@ from ._messages.describe import describe
 from ._record import ClassRecord
 from ._state import FRAMEWORK, MODEL, PASS
 
-__all__ = ["attribute", "compiled_attribution", "judge_codes"]
+__all__ = ["CONSTANT_RESULT", "attribute", "compiled_attribution", "judge_codes"]
+
+# What torch.compiler.assume_constant_result sets on a function: dynamo calls such a function while
+# it traces, and puts its result in the graph as a constant.
+CONSTANT_RESULT: Final = "_dynamo_marked_constant"
 
 _AMBIGUOUS: Final = "ambiguous"  # the code of a function of the model's and of a framework's
 _LIBRARIES: Final = (TORCH_DIR, AUTOREG_DIR)
@@ -105,10 +107,11 @@ def compiled_attribution(cls: type) -> str:
     return attribute(record, sys._getframe(1), "", None)
 
 
-# Called by dynamo while it traces, its answer a constant of the graph (torch.compiler's own
-# decorator, which mypy reads as untyped).
-_constant_result: Any = torch.compiler.assume_constant_result
-compiled_attribution = _constant_result(compiled_attribution)
+# Called by dynamo while it traces, its answer a constant of the graph: marked as
+# torch.compiler.assume_constant_result marks a function (a test compares the two), without
+# calling it: on most supported torch versions it imports torch._dynamo, and every eager program
+# on autoreg would import torch.compile's front end (1.7 s).
+setattr(compiled_attribution, CONSTANT_RESULT, True)
 
 
 def _inlined_codes() -> list[types.CodeType] | None:

@@ -113,3 +113,53 @@ def test_the_numpy_check_can_fail_torch_warns_without_numpy() -> None:
         timeout=300,
     )
     assert "Failed to initialize NumPy" in done.stderr
+
+
+# An eager session on autoreg: a model built, run, moved, copied, pickled and saved.
+EAGER_SESSION = textwrap.dedent(
+    """
+    import copy, io, pickle, sys, torch, autoreg
+    from torch import nn
+
+    class Net(autoreg.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+            self.mask = torch.ones(4)
+
+        def forward(self, x):
+            self.last = x
+            return self.linear(x) * self.mask
+
+    class Framework(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.state = torch.zeros(1)
+
+    class Mixed(autoreg.AutoRegisterMixin, Framework):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.ones(2)
+
+    net, mixed = Net(), Mixed()
+    net(torch.ones(4))
+    net.double(), mixed.double()
+    copy.deepcopy(net), pickle.loads(pickle.dumps(net))
+    torch.save(net.state_dict(), io.BytesIO())
+    print(sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_model_on_autoreg_never_imports_torchs_compiler_in_eager_code() -> None:
+    """torch.compile's front end (torch._dynamo, with sympy) takes 1.7 s to import on a 2-core
+    machine, about as long as torch itself: eager code on autoreg must not pay for it."""
+    done = subprocess.run(
+        [sys.executable, "-c", EAGER_SESSION],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert done.stdout.split() == ["[]"], done.stdout

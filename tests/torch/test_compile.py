@@ -25,6 +25,7 @@ from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import autoreg
+from autoreg import _attribution
 from tests.support import role
 
 # --- forwards shared by each autoreg module and its twin -------------------------------------
@@ -618,6 +619,19 @@ def test_a_frameworks_own_write_in_a_compiled_forward_is_the_frameworks() -> Non
     out = torch.compile(module, backend="eager", fullgraph=True)(torch.ones(2, 3))
     assert out is module.hook_state
     assert module.double().hook_state.dtype == torch.float32
+
+
+def test_row_4s_compiled_answer_is_marked_as_torchs_own_decorator_marks_a_function() -> None:
+    """autoreg marks the function dynamo calls for row 4 as torch.compiler.assume_constant_result
+    marks one, without calling it (it imports torch._dynamo). A torch whose decorator does more or
+    else fails here, before a compiled row 4 goes wrong."""
+
+    def unmarked() -> None:
+        pass
+
+    assert torch.compiler.assume_constant_result(unmarked) is unmarked
+    assert vars(unmarked) == {_attribution.CONSTANT_RESULT: True}
+    assert getattr(_attribution.compiled_attribution, _attribution.CONSTANT_RESULT) is True
 
 
 def _noting_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
