@@ -17,6 +17,7 @@ cannot tell, and says so (``None``).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import sys
@@ -89,6 +90,18 @@ class Registry(enum.IntEnum):
 
 _REPLICATE: Final = replicate.__code__
 
+# torch's own functions that set a tensor of their own on a built module, under a name of their
+# own, which nn.Module keeps as a plain attribute: fx's tracer (a tensor the forward makes from a
+# literal, as ``_tensor_constant0`` on the module it traces) and FSDP1 (a view of its flat
+# parameter under each parameter's name). Known by the identity of their code, read once their
+# module is loaded (torch.distributed is optional): (module, the function's path in it).
+_TORCH_ASSIGNERS: Final = (
+    ("torch.fx._symbolic_trace", "Tracer.create_arg"),
+    ("torch.distributed.fsdp._flat_param", "_safe_setattr_tensor_or_param"),
+)
+_torch_codes: Final[dict[int, types.CodeType]] = {}  # by id, the code objects kept beside
+_unread: Final = list(_TORCH_ASSIGNERS)  # those whose module was not loaded yet
+
 # The members, bound once: a member looked up through its enum class costs about 0.1 µs, and an
 # assignment reads several.
 EXPLICIT, TENSOR, GRAD_LEAF, GRAD_RESULT, CONTAINER, NONE, TRACED, OTHER, COMPLEX = Kind
@@ -97,6 +110,7 @@ PARAMETERS, BUFFERS, MODULES, UNBUILT = Registry
 # ``frozenset.__contains__``.
 TENSORS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX)
 HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to() may convert
+_RUNTIME_KINDS: Final = (TENSOR, GRAD_RESULT, CONTAINER)  # what is carried, when not being built
 
 
 # Everything ``classify`` reads about one assignment, a plain tuple (a dictionary key, built on
@@ -166,22 +180,6 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
-    if role is None and kind is not EXPLICIT:
-        if (
-            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
-            and from_setattr  # eager code
-            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
-            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
-        ):
-            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
-            # detached with detach=True) and a dict of them (_former_parameters), which
-            # nn.Module keeps as plain attributes: torch's assignments, row 4.
-            role = FRAMEWORK
-        elif record.attributes and name not in MODULE_INTERNALS:
-            if compiling:  # read while dynamo traces: a constant of the compiled code
-                role = compiled_attribution(record.cls)
-            elif from_setattr:
-                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
     derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
@@ -210,6 +208,35 @@ def situation(
         or CONSTRUCTING in d
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
+    if role is None and kind is not EXPLICIT:
+        if (
+            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
+            and from_setattr  # eager code
+            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
+            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
+        ):
+            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
+            # detached with detach=True) and a dict of them (_former_parameters), which
+            # nn.Module keeps as plain attributes: torch's assignments, row 4.
+            role = FRAMEWORK
+        elif (
+            kind in _RUNTIME_KINDS  # what the contract would carry (rows 8 and 11)
+            and from_setattr  # eager code
+            and not constructing
+            and derived is False
+            and slot is None
+            and name not in record.declarations  # the class says what the name holds
+            and _by_torch(_assigner(sys._getframe(2)))  # 0: this, 1: __setattr__
+        ):
+            # A new name that torch's own code sets on a built module, as nn.Module keeps it
+            # (row 4). Asked once per instance and name: the role given here, or the one the
+            # decision carries, answers every later assignment.
+            role = FRAMEWORK
+        elif record.attributes and name not in MODULE_INTERNALS:
+            if compiling:  # read while dynamo traces: a constant of the compiled code
+                role = compiled_attribution(record.cls)
+            elif from_setattr:
+                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
         kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
@@ -236,6 +263,23 @@ def _assigner(frame: types.FrameType | None) -> types.CodeType | None:
     while frame is not None and frame.f_code.co_name == "__setattr__":
         frame = frame.f_back
     return None if frame is None else frame.f_code
+
+
+def _by_torch(code: types.CodeType | None) -> bool:
+    """Whether ``code`` is one of ``_TORCH_ASSIGNERS``."""
+    for entry in tuple(_unread):
+        module = sys.modules.get(entry[0])
+        if module is None:
+            continue  # not loaded: none of its code runs
+        function: Any = module
+        for part in entry[1].split("."):
+            function = getattr(function, part, None)
+        if function is not None:  # not in this torch version: nothing to know it by
+            found = _code(function)
+            _torch_codes[id(found)] = found
+        with contextlib.suppress(ValueError):  # another thread read it first
+            _unread.remove(entry)
+    return code is not None and id(code) in _torch_codes
 
 
 def _code(function: Any) -> types.CodeType:

@@ -4,12 +4,12 @@ The role of a name is kept under its own key, ``role_key(name)`` (``'_autoreg_ro
 ``BUFFER`` for a buffer autoreg registered under an undeclared name (row 2 applies to it),
 ``CARRIED`` for a value autoreg carries (the last assignment's decision ``moves`` it: rows 8, 10
 and 11; a None stored over it since keeps the mark), ``FRAMEWORK`` or ``MODEL`` for whose code
-first assigned the name, kept only on classes with a framework base (row 4; a carried or buffer
-name is the model's). A key per name, not one
-dict of roles: compiled code reads the role of the name it assigns, and dynamo guards a dict it
-reads as a whole on some torch versions (every new role anywhere would recompile); copies get the
-roles as they get every attribute. Keys are identifiers, also for a name that is none (``'a.b'``):
-dynamo writes its guards on them as attribute accesses.
+first assigned the name (row 4; a carried or buffer name is the model's): both on classes with a
+framework base, and ``FRAMEWORK`` on any class for a name torch's own code set first (``_facts``).
+A key per name, not one dict of roles: compiled code reads the role of the name it assigns, and
+dynamo guards a dict it reads as a whole on some torch versions (every new role anywhere would
+recompile); copies get the roles as they get every attribute. Keys are identifiers, also for a
+name that is none (``'a.b'``): dynamo writes its guards on them as attribute accesses.
 
 ``CARRYING`` holds the names that have been carried since they were last deleted, a dict of each
 to its role key: ``.to()`` looks them up instead of searching the whole ``__dict__``, and converts

@@ -610,3 +610,112 @@ def test_classes_made_by_exec_are_told_apart_and_freed() -> None:
     del Model, model
     gc.collect()
     assert dead() is None
+
+
+# --- torch's own assignments: fx's tracer, FSDP1 (by the identity of torch's functions) --------
+
+
+class Traced(autoreg.Module, strict=True):
+    """A strict model whose forward makes a tensor from a literal, which fx's tracer keeps on it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tensor([1.0, 2.0])
+
+
+class TracedOnFramework(autoreg.AutoRegisterMixin, CallingBase, strict=True):
+    forward = Traced.forward
+
+
+class Tracer(torch.fx.Tracer):
+    """A tracer of the test's own, as a project might write one: its own ``create_arg`` (the
+    name of the function autoreg knows fx by) sets a tensor itself before deferring to fx."""
+
+    def create_arg(self, a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and a.dim() == 2:
+            self.root.own_constant = a.clone()  # type: ignore[union-attr]  # the project's
+        return super().create_arg(a)
+
+
+@pytest.mark.parametrize("cls", [Traced, TracedOnFramework], ids=["module", "on-a-framework"])
+def test_the_constant_fxs_tracer_sets_is_torchs_on_any_class(cls: type[nn.Module]) -> None:
+    """fx sets ``_tensor_constant0`` on the module it traces: nn.Module's plain attribute (row
+    4), which strict mode never refuses and ``.to()`` leaves, whether or not the class has a
+    framework base (whose row 4 judges frames: fx's own tell nothing there)."""
+    module = cls()
+    traced = torch.fx.symbolic_trace(module)
+    assert role(module, "_tensor_constant0") == "plain"
+    assert module.double()._tensor_constant0.dtype == torch.float32
+    module._tensor_constant0 = torch.zeros(2)  # the first assignment decided: still torch's
+    assert role(module, "_tensor_constant0") == "plain"
+    torch.testing.assert_close(traced(torch.zeros(2)), torch.tensor([1.0, 2.0]))
+
+
+def test_a_tracer_of_a_projects_own_named_as_fxs_function_is_the_models() -> None:
+    """Known by identity: the project's ``create_arg`` is not fx's, though named the same. What
+    it sets is the model's (strict mode refuses it); what fx's sets beside it is torch's."""
+
+    class Model(autoreg.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.ones(2, 2)
+
+    model = Model()
+    Tracer().trace(model)
+    assert role(model, "own_constant") == "carried"
+    assert role(model, "_tensor_constant0") == "plain"
+    with pytest.raises(autoreg.UnregisteredTensorError, match="own_constant"):
+        Tracer().trace(StrictModel())
+
+
+class StrictModel(autoreg.Module, strict=True):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.ones(2, 2)
+
+
+def _safe_setattr_tensor_or_param(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
+    """The model's own function, under the name of FSDP1's."""
+    setattr(module, name, tensor)
+
+
+def test_a_function_of_the_models_named_as_fsdp1s_is_the_models() -> None:
+    module = autoreg.Module()
+    _safe_setattr_tensor_or_param(module, "state", torch.ones(2))
+    assert role(module, "state") == "carried"
+    assert module.double().state.dtype == torch.float64
+
+
+def test_whether_torch_made_an_assignment_is_asked_once_per_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first run-time store reads its caller's frame once; the role it leaves answers every
+    later assignment of the name. A name whose role stays unset (a declared plain attribute, a
+    pruned weight, None, a number) never has its frame read."""
+    from autoreg import _facts
+
+    asked: list[str] = []
+    real = _facts._assigner
+
+    def counting(frame: Any) -> Any:
+        code = real(frame)
+        asked.append(code.co_name if code is not None else "")
+        return code
+
+    monkeypatch.setattr(_facts, "_assigner", counting)
+
+    class Model(autoreg.Module):
+        plain: autoreg.Plain
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.table = torch.ones(2)  # being built: never asked
+
+    model = Model()
+    nn.utils.prune.l1_unstructured(model.lin, "weight", amount=0.5)  # not autoreg's class
+    assert asked == []
+    for step in range(3):
+        model.state = torch.full((2,), float(step))
+        model.plain = torch.ones(2)
+        model.cache = None
+        model.count = step
+    assert asked == ["test_whether_torch_made_an_assignment_is_asked_once_per_name"]
+    assert role(model, "state") == "carried"

@@ -114,11 +114,6 @@ def test_a_traced_autoreg_module_equals_the_twins_and_moves() -> None:
     assert traced_auto.positions.dtype == torch.long
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not mended: fx's tracer's constants count as the model's run-time state (strict mode "
-    "refuses them, warn mode warns, and they are carried): docs/compatibility.md",
-)
 @pytest.mark.parametrize(
     "mode", [{"strict": True}, {"warn": True}, {}], ids=["strict", "warn", "register"]
 )
@@ -126,9 +121,10 @@ def test_the_constants_the_tracer_sets_on_the_root_are_stored_as_on_the_twin(
     mode: dict[str, bool],
 ) -> None:
     """fx's tracer keeps a tensor the forward makes from a literal as ``_tensor_constant0`` on
-    the module it traces: torch's assignment, a plain attribute on nn.Module. main: strict mode
-    refused it (UnregisteredTensorError, for a name the model never wrote), warn mode warned,
-    and the original module carried it (warnings are errors in this suite)."""
+    the module it traces: torch's assignment, a plain attribute on nn.Module (row 4). Until
+    autoreg knew fx's code, strict mode refused it (UnregisteredTensorError, for a name the model
+    never wrote), warn mode warned, and the original module carried it (warnings are errors in
+    this suite)."""
 
     class Constant(autoreg.Module, **mode):
         scale: torch.Tensor

@@ -287,8 +287,8 @@ def _checkpoint_round_trip(rank: int, directory: Path) -> None:
 
 
 def _fsdp1_forward_and_backward(rank: int, _: Path) -> None:
-    """FSDP1's views of its flat parameter are torch's assignments: a strict model can be wrapped,
-    and computes what it computes unwrapped. (Not mended: strict mode refuses the views.)"""
+    """FSDP1's views of its flat parameter are torch's assignments (row 4): a strict model can be
+    wrapped, and computes what it computes unwrapped."""
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     torch.manual_seed(0)
@@ -314,7 +314,6 @@ SCENARIOS: dict[str, Callable[[int, Path], None]] = {
     "ddp_no_buffers_at_wrap": _no_buffers_at_wrap_time,
     "fsdp2": _fsdp2_forward_and_backward,
     "dcp": _checkpoint_round_trip,
-    # Last: it fails today (a known limit, below), and a failed scenario stops the later ones.
     "fsdp1_strict": _fsdp1_forward_and_backward,
 }
 if torch.__version__ < FSDP2_ON_CPU:  # their tests skip (REQUIRES_FSDP2); the workers skip them too
@@ -379,21 +378,7 @@ def test_distributed_checkpoint_round_trips_auto_registered_buffers(outcomes: di
     _check(outcomes, "dcp")
 
 
-class _FSDP1ViewsRefusedError(Exception):
-    """The limit compatibility.md documents, and nothing else."""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=_FSDP1ViewsRefusedError,
-    reason="not mended: strict mode refuses the views of its flat parameter that FSDP1 sets "
-    "(compatibility.md); wrap such a model without strict=True",
-)
 def test_fsdp1_sets_its_parameter_views_on_a_strict_model(outcomes: dict) -> None:
-    for rank, finished in outcomes.items():
-        error = finished.get("fsdp1_strict")
-        if error is not None and "UnregisteredTensorError" in error:
-            raise _FSDP1ViewsRefusedError(f"rank {rank}:\n{error}")
     _check(outcomes, "fsdp1_strict")
 
 
