@@ -692,27 +692,30 @@ def test_whether_torch_made_an_assignment_is_asked_once_per_name(
     from autoreg import _facts
 
     asked: list[str] = []
-    real = _facts._assigner
+    real = _facts._by_torch
 
-    def counting(frame: Any) -> Any:
-        code = real(frame)
+    def counting(code: Any) -> bool:
         asked.append(code.co_name if code is not None else "")
-        return code
+        return real(code)
 
-    monkeypatch.setattr(_facts, "_assigner", counting)
+    monkeypatch.setattr(_facts, "_by_torch", counting)
 
     class Model(autoreg.Module):
         plain: autoreg.Plain
 
         def __init__(self) -> None:
             super().__init__()
-            self.lin = nn.Linear(2, 2)
+            self.weight = nn.Parameter(torch.ones(2, 2))
             self.table = torch.ones(2)  # being built: never asked
 
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.weight  # pruned: its hook sets the weight at every call
+
     model = Model()
-    nn.utils.prune.l1_unstructured(model.lin, "weight", amount=0.5)  # not autoreg's class
+    nn.utils.prune.l1_unstructured(model, "weight", amount=0.5)
     assert asked == []
     for step in range(3):
+        model(torch.ones(2))
         model.state = torch.full((2,), float(step))
         model.plain = torch.ones(2)
         model.cache = None
