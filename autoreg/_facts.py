@@ -57,7 +57,6 @@ __all__ = [
     "Registry",
     "Situation",
     "defines_torch_function",
-    "is_compiling",
     "kind_of",
     "recomputed_names",
     "situation",
@@ -88,10 +87,6 @@ class Registry(enum.IntEnum):
     MODULES = 3
     UNBUILT = 4  # nn.Module.__init__ has not run
 
-
-# Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
-# torch.export runs Python eagerly: the eager path is right there.
-is_compiling: Final = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 _REPLICATE: Final = replicate.__code__
 
@@ -207,7 +202,7 @@ def situation(
             ):  # a utility's first write, before its hook exists, is told by its code
                 derived = (
                     None
-                    if compiling or not from_setattr or is_compiling()  # see below
+                    if compiling or not from_setattr
                     else id(_assigner(sys._getframe(2))) in _UTILITY_WRITES
                 )
     constructing = (
@@ -220,7 +215,6 @@ def situation(
             kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
             and from_setattr  # eager code
             and d.get("_is_replica")  # torch's own flag on a DataParallel replica
-            and not is_compiling()  # see below
             and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
         ):
             # torch's replicate() assigns the replica each parameter's copy (an autograd result;
@@ -234,7 +228,6 @@ def situation(
             and derived is False
             and slot is None
             and name not in record.declarations  # the class says what the name holds
-            and not is_compiling()  # see below
             and _by_torch(_assigner(sys._getframe(2)))  # 0: this, 1: __setattr__
         ):
             # A new name that torch's own code sets on a built module, as nn.Module keeps it
@@ -242,10 +235,7 @@ def situation(
             # decision carries, answers every later assignment.
             role = FRAMEWORK
         elif record.attributes and name not in MODULE_INTERNALS:
-            # Read while dynamo traces: a constant of the compiled code. Dynamo also traces this
-            # very function as a frame of its own, called by an eager __setattr__ inside a
-            # compiled function (after a graph break): no frame may be read then either.
-            if compiling or (from_setattr and is_compiling()):
+            if compiling:  # read while dynamo traces: a constant of the compiled code
                 role = compiled_attribution(record.cls)
             elif from_setattr:
                 role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__

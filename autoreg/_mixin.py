@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+import torch
 from torch import nn
 
 from ._carry import adopt, apply, carry, listed
@@ -41,7 +42,6 @@ from ._declarations import Declaration
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import Situation, situation
-from ._facts import is_compiling as _is_compiling
 from ._record import (
     CACHE_LIMIT,
     ClassRecord,
@@ -71,6 +71,10 @@ __all__ = ["AutoRegisterMixin", "Module"]
 # What a copy never takes from the state it is made from: a copy is not being built.
 _CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
 _NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
+
+# Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
+# torch.export runs Python eagerly: the eager path is right there.
+_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 if TYPE_CHECKING:

@@ -896,53 +896,6 @@ def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> Non
     assert auto.double().offset.dtype == torch.float64  # carried
 
 
-class ReadOnFramework(autoreg.AutoRegisterMixin, Framework):
-    def __init__(self) -> None:
-        super().__init__()
-        self.scale = torch.linspace(0.5, 2.0, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lin(x) * self.scale
-
-
-class TwinReadOnFramework(Framework):
-    forward = ReadOnFramework.forward
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("scale", torch.linspace(0.5, 2.0, 3), persistent=False)
-
-
-def test_a_module_on_a_framework_built_inside_a_compiled_function_is_built_as_its_twin() -> None:
-    """A run-time tensor stored on a module built inside a compiled function: dynamo runs the
-    mixin's __setattr__ eagerly there and traces the function reading the assignment's facts as a
-    frame of its own, where no frame may be read. Before: dynamo warned that it cannot trace
-    sys._getframe (row 4's walk) on every version (an error under -W error, as in this suite),
-    and graph-broke in autoreg's code. Now row 4 is answered as in compiled code."""
-    built: list[nn.Module] = []
-
-    def frames(cls: type[nn.Module]) -> int:
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
-
-        def build_and_run(x: torch.Tensor) -> torch.Tensor:
-            module = cls()
-            built.append(module)
-            module.offset = torch.ones(3)  # the function's: the model's (row 11)
-            return module(x)
-
-        compiled = torch.compile(build_and_run, backend=counter)
-        for _ in range(3):
-            compiled(torch.ones(2, 3))
-        return int(counter.frame_count)
-
-    assert frames(ReadOnFramework) == frames(TwinReadOnFramework)
-    auto = built[0]
-    assert set(auto.state_dict()) == {"lin.weight", "lin.bias"}
-    assert dict(auto.named_buffers()).keys() == {"scale"}
-    assert auto.double().offset.dtype == torch.float64  # carried
-
-
 def _init_with_a_graph_break(self: nn.Module) -> None:
     """A construction that breaks the graph, then calls a method that assigns a tensor (one body
     for the autoreg class and its twin; ``nn.Module.__init__`` is what ``super()`` reaches)."""
