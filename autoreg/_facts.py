@@ -17,7 +17,6 @@ cannot tell, and says so (``None``).
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import sys
@@ -49,8 +48,11 @@ __all__ = [
     "NONE",
     "OTHER",
     "PARAMETERS",
+    "RUNTIME_KINDS",
     "TENSOR",
     "TENSORS",
+    "TORCH_ASSIGNS",
+    "TORCH_UNREAD",
     "TRACED",
     "UNBUILT",
     "Kind",
@@ -58,6 +60,7 @@ __all__ = [
     "Situation",
     "defines_torch_function",
     "kind_of",
+    "read_torch_assigners",
     "recomputed_names",
     "situation",
     "slot_kind",
@@ -93,14 +96,17 @@ _REPLICATE: Final = replicate.__code__
 # torch's own functions that set a tensor of their own on a built module, under a name of their
 # own, which nn.Module keeps as a plain attribute: fx's tracer (a tensor the forward makes from a
 # literal, as ``_tensor_constant0`` on the module it traces) and FSDP1 (a view of its flat
-# parameter under each parameter's name). Known by the identity of their code, read once their
-# module is loaded (torch.distributed is optional): (module, the function's path in it).
-_TORCH_ASSIGNERS: Final = (
-    ("torch.fx._symbolic_trace", "Tracer.create_arg"),
-    ("torch.distributed.fsdp._flat_param", "_safe_setattr_tensor_or_param"),
-)
-_torch_codes: Final[dict[int, types.CodeType]] = {}  # by id, the code objects kept beside
-_unread: Final = list(_TORCH_ASSIGNERS)  # those whose module was not loaded yet
+# parameter under each parameter's name): {module: the function's path in it}. Row 4's on any
+# class, known by the identity of their code (``TORCH_ASSIGNS``), read once their module is loaded
+# (torch.distributed is optional; torch.fx comes with torch).
+TORCH_UNREAD: Final = {
+    "torch.fx._symbolic_trace": "Tracer.create_arg",
+    "torch.distributed.fsdp._flat_param": "_safe_setattr_tensor_or_param",
+}
+TORCH_ASSIGNS: Final[dict[int, types.CodeType]] = {}  # by id, the code objects kept beside
+# What the mixin's __setattr__ asks about (``_mixin``): a first tensor or container stored after
+# construction, under a name no registry holds and the class does not declare.
+RUNTIME_KINDS: Final = (Kind.TENSOR, Kind.GRAD_RESULT, Kind.CONTAINER)
 
 # The members, bound once: a member looked up through its enum class costs about 0.1 µs, and an
 # assignment reads several.
@@ -110,7 +116,6 @@ PARAMETERS, BUFFERS, MODULES, UNBUILT = Registry
 # ``frozenset.__contains__``.
 TENSORS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX)
 HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to() may convert
-_RUNTIME_KINDS: Final = (TENSOR, GRAD_RESULT, CONTAINER)  # what is carried, when not being built
 
 
 # Everything ``classify`` reads about one assignment, a plain tuple (a dictionary key, built on
@@ -153,9 +158,7 @@ def situation(
     the answer of row 4 (``_attribution``), judged from that caller's frame, taken only then;
     inside compiled code, read while dynamo traces the assignment (a constant of the graph). Only
     such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
-    ``del``, which forgets its role. On any class, a tensor or container that one of torch's own
-    functions stores under such a name after construction (``_TORCH_ASSIGNERS``, and
-    ``replicate`` on a ``DataParallel`` replica) is row 4's too, told by the caller's code.
+    ``del``, which forgets its role.
     """
     cls = type(value)  # kind_of, its fast paths inlined: an assignment's hot path
     if cls is _TENSOR:  # whether it requires grad is read below, where rows 1 to 3 do not decide
@@ -182,6 +185,22 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
+    if role is None and kind is not EXPLICIT:
+        if (
+            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
+            and from_setattr  # eager code
+            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
+            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
+        ):
+            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
+            # detached with detach=True) and a dict of them (_former_parameters), which
+            # nn.Module keeps as plain attributes: torch's assignments, row 4.
+            role = FRAMEWORK
+        elif record.attributes and name not in MODULE_INTERNALS:
+            if compiling:  # read while dynamo traces: a constant of the compiled code
+                role = compiled_attribution(record.cls)
+            elif from_setattr:
+                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
     derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
@@ -210,35 +229,6 @@ def situation(
         or CONSTRUCTING in d
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
-    if role is None and kind is not EXPLICIT:
-        if (
-            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
-            and from_setattr  # eager code
-            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
-            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
-        ):
-            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
-            # detached with detach=True) and a dict of them (_former_parameters), which
-            # nn.Module keeps as plain attributes: torch's assignments, row 4.
-            role = FRAMEWORK
-        elif (
-            kind in _RUNTIME_KINDS  # what the contract would carry (rows 8 and 11)
-            and from_setattr  # eager code
-            and not constructing
-            and derived is False
-            and slot is None
-            and name not in record.declarations  # the class says what the name holds
-            and _by_torch(_assigner(sys._getframe(2)))  # 0: this, 1: __setattr__
-        ):
-            # A new name that torch's own code sets on a built module, as nn.Module keeps it
-            # (row 4). Asked once per instance and name: the role given here, or the one the
-            # decision carries, answers every later assignment.
-            role = FRAMEWORK
-        elif record.attributes and name not in MODULE_INTERNALS:
-            if compiling:  # read while dynamo traces: a constant of the compiled code
-                role = compiled_attribution(record.cls)
-            elif from_setattr:
-                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
         kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
@@ -267,21 +257,19 @@ def _assigner(frame: types.FrameType | None) -> types.CodeType | None:
     return None if frame is None else frame.f_code
 
 
-def _by_torch(code: types.CodeType | None) -> bool:
-    """Whether ``code`` is one of ``_TORCH_ASSIGNERS``."""
-    for entry in tuple(_unread):
-        module = sys.modules.get(entry[0])
+def read_torch_assigners() -> None:
+    """Read into ``TORCH_ASSIGNS`` the code of those of ``TORCH_UNREAD`` whose module is loaded."""
+    for name, path in list(TORCH_UNREAD.items()):
+        module = sys.modules.get(name)
         if module is None:
             continue  # not loaded: none of its code runs
         function: Any = module
-        for part in entry[1].split("."):
+        for part in path.split("."):
             function = getattr(function, part, None)
         if function is not None:  # not in this torch version: nothing to know it by
             found = _code(function)
-            _torch_codes[id(found)] = found
-        with contextlib.suppress(ValueError):  # another thread read it first
-            _unread.remove(entry)
-    return code is not None and id(code) in _torch_codes
+            TORCH_ASSIGNS[id(found)] = found
+        TORCH_UNREAD.pop(name, None)
 
 
 def _code(function: Any) -> types.CodeType:
@@ -400,3 +388,6 @@ def why_no_buffer_slot(cls: type, name: str) -> str | None:
         f"is defined on the class (a class-level {type(attribute).__name__}) and hides any "
         "buffer of that name"
     )
+
+
+read_torch_assigners()

@@ -30,6 +30,7 @@ that compile counts are the hand-written module's.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import torch
@@ -41,7 +42,14 @@ from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
-from ._facts import Situation, situation
+from ._facts import (
+    RUNTIME_KINDS,
+    TORCH_ASSIGNS,
+    TORCH_UNREAD,
+    Situation,
+    read_torch_assigners,
+    situation,
+)
 from ._record import (
     CACHE_LIMIT,
     ClassRecord,
@@ -141,6 +149,28 @@ class AutoRegisterMixin(_MixinBase):
                     record.role_keys[name] = key
             role = d.get(key)
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
+            if (
+                role is None
+                and s[1] in RUNTIME_KINDS
+                and not s[4]  # constructing
+                and s[5] is None  # slot
+                and s[6] is False  # derived
+                and s[2] != FRAMEWORK
+                and name not in record.declarations
+            ):
+                # A first tensor or container stored after construction, under a new name: torch's
+                # own (TORCH_ASSIGNS) is row 4's on any class. Read here, in a frame dynamo never
+                # compiles on its own, and inline: dynamo compiles on their own the functions an
+                # eager __setattr__ calls inside a compiled function.
+                caller = sys._getframe(1)
+                while caller.f_code.co_name == "__setattr__" and caller.f_back is not None:
+                    caller = caller.f_back  # the overrides of the instance's classes
+                for unread in tuple(TORCH_UNREAD):
+                    if unread in sys.modules:
+                        read_torch_assigners()
+                        break
+                if id(caller.f_code) in TORCH_ASSIGNS:
+                    s = (name, s[1], FRAMEWORK, s[3], s[4], s[5], s[6])
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
                 d[key] = s[2]  # eager code only: dynamo before 2.7 cannot trace this store
             cached: Decision | None = record.decisions.get(s)
