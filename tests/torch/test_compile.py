@@ -896,6 +896,41 @@ def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> Non
     assert auto.double().offset.dtype == torch.float64  # carried
 
 
+class ReadOnFramework(autoreg.AutoRegisterMixin, Framework):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.linspace(0.5, 2.0, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.scale
+
+
+def test_a_module_on_a_framework_built_inside_a_compiled_function_holds_the_twins_tensors() -> None:
+    """Row 4 on a module built inside a compiled function and given a tensor there: dynamo
+    compiles autoreg's reading of that assignment as a frame of its own and, on some versions,
+    warns that it cannot trace the walk of the frames (compatibility.md, not mended) before
+    running it eagerly. The module holds what its twin holds."""
+    built: list[nn.Module] = []
+
+    def build_and_run(x: torch.Tensor) -> torch.Tensor:
+        module = ReadOnFramework()
+        built.append(module)
+        module.offset = torch.ones(3)  # the function's: the model's (row 11)
+        return module(x)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(build_and_run, backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dynamo's, on the versions that warn
+        for _ in range(2):
+            compiled(torch.ones(2, 3))
+    for module in built:
+        assert set(module.state_dict()) == {"lin.weight", "lin.bias"}
+        assert dict(module.named_buffers()).keys() == {"scale"}
+        assert module.double().offset.dtype == torch.float64  # carried
+        assert role(module, "hook_state") == "plain"  # the framework's
+
+
 def _init_with_a_graph_break(self: nn.Module) -> None:
     """A construction that breaks the graph, then calls a method that assigns a tensor (one body
     for the autoreg class and its twin; ``nn.Module.__init__`` is what ``super()`` reaches)."""
