@@ -7,7 +7,11 @@ decided for that situation (kept per class), ``enforce`` applies strict and warn
 carries the decision out. There is no second decision: a steady-state assignment (``m.x = 1``, a
 runtime tensor updated in ``forward``, a buffer updated) is a dictionary lookup of a decision
 ``classify`` made. What ``.to()`` converts is what those decisions carried, marked per name when
-they were carried out (``_execute``, ``_carry``).
+they were carried out (``_execute``, ``_carry``). One fact is read by ``__setattr__`` itself, after
+``situation``: whether a first tensor stored after construction is torch's own (row 4, fx's tracer
+and FSDP1), from the caller's frame. Inside a compiled function, after a graph break, dynamo runs
+an eager ``__setattr__`` as it is but compiles the functions it calls as frames of their own,
+where no frame can be read.
 
 Decisions about a class are made when the class is created (``_record``, ``_construction``) and
 finalized when its first instance is assigned to (annotations read again). Per instance, autoreg
