@@ -155,6 +155,7 @@ class AutoRegisterMixin(_MixinBase):
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if (
                 role is None
+                and s[3] is None  # no registry holds the name (rows 1 to 3 decide it)
                 and s[1] in RUNTIME_KINDS
                 and not s[4]  # constructing
                 and s[5] is None  # slot

@@ -687,8 +687,8 @@ def test_whether_torch_made_an_assignment_is_asked_once_per_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A first run-time store reads its caller's frame once; the role it leaves answers every
-    later assignment of the name. A name whose role stays unset (a declared plain attribute, a
-    pruned weight, None, a number) never has its frame read."""
+    later assignment of the name. A name whose role stays unset (a buffer registered by hand, a
+    declared plain attribute, a pruned weight, None, a number) never has its frame read."""
     from autoreg import _mixin
 
     asked: list[int] = []
@@ -707,6 +707,7 @@ def test_whether_torch_made_an_assignment_is_asked_once_per_name(
             super().__init__()
             self.weight = nn.Parameter(torch.ones(2, 2))
             self.table = torch.ones(2)  # being built: never asked
+            self.register_buffer("running", torch.zeros(2))  # by hand: no role; never asked
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x @ self.weight  # pruned: its hook sets the weight at every call
@@ -717,6 +718,7 @@ def test_whether_torch_made_an_assignment_is_asked_once_per_name(
     for step in range(3):
         model(torch.ones(2))
         model.state = torch.full((2,), float(step))
+        model.running = torch.full((2,), float(step))  # a buffer's update (row 3)
         model.plain = torch.ones(2)
         model.cache = None
         model.count = step
