@@ -724,3 +724,22 @@ def test_whether_torch_made_an_assignment_is_asked_once_per_name(
         model.count = step
     assert asked == [1]  # the first store of model.state
     assert role(model, "state") == "carried"
+
+
+class TracedWithItsOwnSetattr(autoreg.Module):
+    """A class of the model's own that overrides ``__setattr__`` (every assignment passes it
+    first, then the mixin's)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+    forward = Traced.forward
+
+
+def test_fxs_constant_is_torchs_past_the_models_setattr_and_in_its_copies() -> None:
+    module = TracedWithItsOwnSetattr()
+    torch.fx.symbolic_trace(module)
+    assert role(module, "_tensor_constant0") == "plain"
+    for copied in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
+        assert role(copied, "_tensor_constant0") == "plain"
+        assert copied.double()._tensor_constant0.dtype == torch.float32  # left, as nn.Module
