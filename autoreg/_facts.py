@@ -26,14 +26,13 @@ from typing import Any, Final, TypeAlias, cast
 
 import torch
 from torch import nn
-from torch.nn.parallel import replicate
 from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import attribute, compiled_attribution
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import CONSTRUCTING, EARLY, FRAMEWORK, MODULE_INTERNALS, OWN_KEYS
+from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -91,17 +90,19 @@ class Registry(enum.IntEnum):
     UNBUILT = 4  # nn.Module.__init__ has not run
 
 
-_REPLICATE: Final = replicate.__code__
-
-# torch's own functions that set a tensor of their own on a built module, under a name of their
-# own, which nn.Module keeps as a plain attribute: fx's tracer (a tensor the forward makes from a
-# literal, as ``_tensor_constant0`` on the module it traces) and FSDP1 (a view of its flat
-# parameter under each parameter's name): {module: the function's path in it}. Row 4's on any
-# class, known by the identity of their code (``TORCH_ASSIGNS``), read once their module is loaded
-# (torch.distributed is optional; torch.fx comes with torch).
+# torch's own functions that set a tensor or container of their own on a built module, under a name
+# no registry holds, which nn.Module keeps as a plain attribute: fx's tracer (a tensor the forward
+# makes from a literal, as ``_tensor_constant0`` on the module it traces), FSDP1 (a view of its
+# flat parameter under each parameter's name), DataParallel's ``replicate`` (each parameter's copy
+# on a replica, and the dict of them, ``_former_parameters``) and ``torch.func.functional_call``
+# (a tensor it swaps in for the call under a name the module does not have, deleted after):
+# {module: the functions' paths in it}. Row 4's on any class, known by the identity of their code
+# (``TORCH_ASSIGNS``), read once their module is loaded (torch.distributed is optional).
 TORCH_UNREAD: Final = {
-    "torch.fx._symbolic_trace": "Tracer.create_arg",
-    "torch.distributed.fsdp._flat_param": "_safe_setattr_tensor_or_param",
+    "torch.fx._symbolic_trace": ("Tracer.create_arg",),
+    "torch.distributed.fsdp._flat_param": ("_safe_setattr_tensor_or_param",),
+    "torch.nn.parallel.replicate": ("replicate",),
+    "torch.nn.utils._named_member_accessor": ("swap_tensor", "set_tensor"),
 }
 TORCH_ASSIGNS: Final[dict[int, types.CodeType]] = {}  # by id, the code objects kept beside
 # What the mixin's __setattr__ asks about (``_mixin``): a first tensor or container stored after
@@ -185,22 +186,11 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
-    if role is None and kind is not EXPLICIT:
-        if (
-            kind is not OTHER  # not m.x = 1, the one kind replicate() never assigns
-            and from_setattr  # eager code
-            and d.get("_is_replica")  # torch's own flag on a DataParallel replica
-            and _assigner(sys._getframe(2)) is _REPLICATE  # 0: this, 1: __setattr__
-        ):
-            # torch's replicate() assigns the replica each parameter's copy (an autograd result;
-            # detached with detach=True) and a dict of them (_former_parameters), which
-            # nn.Module keeps as plain attributes: torch's assignments, row 4.
-            role = FRAMEWORK
-        elif record.attributes and name not in MODULE_INTERNALS:
-            if compiling:  # read while dynamo traces: a constant of the compiled code
-                role = compiled_attribution(record.cls)
-            elif from_setattr:
-                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
+    if role is None and kind is not EXPLICIT and record.attributes and name not in MODULE_INTERNALS:
+        if compiling:  # read while dynamo traces: a constant of the compiled code
+            role = compiled_attribution(record.cls)
+        elif from_setattr:
+            role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
     derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
@@ -259,16 +249,17 @@ def _assigner(frame: types.FrameType | None) -> types.CodeType | None:
 
 def read_torch_assigners() -> None:
     """Read into ``TORCH_ASSIGNS`` the code of those of ``TORCH_UNREAD`` whose module is loaded."""
-    for name, path in list(TORCH_UNREAD.items()):
+    for name, paths in list(TORCH_UNREAD.items()):
         module = sys.modules.get(name)
         if module is None:
             continue  # not loaded: none of its code runs
-        function: Any = module
-        for part in path.split("."):
-            function = getattr(function, part, None)
-        if function is not None:  # not in this torch version: nothing to know it by
-            found = _code(function)
-            TORCH_ASSIGNS[id(found)] = found
+        for path in paths:
+            function: Any = module
+            for part in path.split("."):
+                function = getattr(function, part, None)
+            if function is not None:  # not in this torch version: nothing to know it by
+                found = _code(function)
+                TORCH_ASSIGNS[id(found)] = found
         TORCH_UNREAD.pop(name, None)
 
 

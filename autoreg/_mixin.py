@@ -8,8 +8,9 @@ carries the decision out. There is no second decision: a steady-state assignment
 runtime tensor updated in ``forward``, a buffer updated) is a dictionary lookup of a decision
 ``classify`` made. What ``.to()`` converts is what those decisions carried, marked per name when
 they were carried out (``_execute``, ``_carry``). One fact is read by ``__setattr__`` itself, after
-``situation``: whether a first tensor stored after construction is torch's own (row 4, fx's tracer
-and FSDP1), from the caller's frame. Inside a compiled function, after a graph break, dynamo runs
+``situation``: whether a first tensor stored after construction is torch's own (row 4: fx's
+tracer, FSDP1, DataParallel's replicate, functional_call; ``_facts.TORCH_UNREAD``), from the
+caller's frame. Inside a compiled function, after a graph break, dynamo runs
 an eager ``__setattr__`` as it is but compiles the functions it calls as frames of their own,
 where no frame can be read.
 
@@ -162,11 +163,13 @@ class AutoRegisterMixin(_MixinBase):
                 and s[6] is False  # derived
                 and s[2] != FRAMEWORK
                 and name not in record.declarations
+                and name not in d  # torch's own state comes under names the module lacks
             ):
                 # A first tensor or container stored after construction, under a new name: torch's
-                # own (TORCH_ASSIGNS) is row 4's on any class. Read here, in a frame dynamo never
-                # compiles on its own, and inline: dynamo compiles on their own the functions an
-                # eager __setattr__ calls inside a compiled function.
+                # own (TORCH_ASSIGNS) is row 4's on any class. (A name the module holds is not
+                # new: functional_call puts back under it what it swapped out.) Read here, in a
+                # frame dynamo never compiles on its own, and inline: dynamo compiles on their own
+                # the functions an eager __setattr__ calls inside a compiled function.
                 caller = sys._getframe(1)
                 while caller.f_code.co_name == "__setattr__" and caller.f_back is not None:
                     caller = caller.f_back  # the overrides of the instance's classes

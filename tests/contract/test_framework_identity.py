@@ -743,3 +743,52 @@ def test_fxs_constant_is_torchs_past_the_models_setattr_and_in_its_copies() -> N
     for copied in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
         assert role(copied, "_tensor_constant0") == "plain"
         assert copied.double()._tensor_constant0.dtype == torch.float32  # left, as nn.Module
+
+
+# --- torch.func: functional_call swaps a tensor in under a name the module does not have ------
+
+
+class Functional(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        extra = self.__dict__.get("extra")
+        return self.linear(x) if extra is None else self.linear(x) + extra
+
+
+class FunctionalOnFramework(autoreg.AutoRegisterMixin, CallingBase):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    forward = Functional.forward
+
+
+@pytest.mark.parametrize(
+    "mode", [{}, {"warn": True}, {"strict": True}], ids=["register", "warn", "strict"]
+)
+@pytest.mark.parametrize(
+    "base", [Functional, FunctionalOnFramework], ids=["module", "on-a-framework"]
+)
+def test_a_tensor_functional_call_swaps_in_under_a_new_name_is_torchs(
+    base: type[nn.Module], mode: dict[str, bool]
+) -> None:
+    """``torch.func.functional_call(model, {"extra": t}, x, strict=False)`` sets ``extra`` on
+    the module for the call (torch's ``swap_tensor``) and deletes it after: a plain attribute on
+    nn.Module. Never refused, warned about (warnings are errors in this suite) nor carried, and
+    nothing of it is left. main: strict mode raised UnregisteredTensorError, warn mode warned."""
+    cls = type("Model", (base,), {"__module__": __name__}, **mode)
+    model = cls()
+    twin = copy.deepcopy(model)
+    extra = torch.full((2,), 5.0)
+    out = torch.func.functional_call(model, {"extra": extra}, (torch.ones(2),), strict=False)
+    torch.testing.assert_close(out, twin(torch.ones(2)) + extra)
+    assert "extra" not in vars(model)
+    assert not [key for key in vars(model) if key.startswith("_autoreg_role")]
+    if not mode.get("strict"):  # the name is new again: a store of the model's is carried
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.extra = torch.ones(2)
+        assert role(model, "extra") == "carried"
