@@ -420,3 +420,40 @@ def test_an_ensemble_of_models_with_carried_state_runs_with_it_passed_by_name() 
     outputs = vmap(call, in_dims=(0, 0, 0, None))(params, buffers, carried, x)
     for output, model in zip(outputs, models, strict=True):
         torch.testing.assert_close(output, model(x))
+
+
+class Remembering(autoreg.Module):
+    scale: torch.Tensor
+    last: autoreg.Carried
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.full((3,), 2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.last = x * self.scale  # under vmap: a batched tensor that outlives the call
+        return self.last.sum()
+
+
+@pytest.mark.parametrize("warn", [False, True], ids=["register", "warn"])
+def test_state_a_vmapped_forward_leaves_behind_is_left_by_to_as_on_the_twin(warn: bool) -> None:
+    """A forward under ``torch.func.vmap`` that stores its batched intermediate on the module
+    leaves a tensor torch can no longer convert (it escaped vmap). nn.Module keeps it as a plain
+    attribute, which ``.double()`` never touches; autoreg carries it, cannot convert it, and
+    leaves it too: ``.double()`` converts everything else and the module runs on, and warn mode
+    says what was left and why."""
+    from torch.func import vmap
+
+    cls = type("Remembering", (Remembering,), {}, warn=warn)
+    model = cls()
+    x = torch.ones(4, 3)
+    torch.testing.assert_close(vmap(model)(x), torch.full((4,), 6.0))
+    if warn:
+        with pytest.warns(autoreg.AutoRegisterWarning, match=r"Remembering\.last"):
+            model.double()
+    else:
+        model.double()
+    assert model.scale.dtype == torch.float64
+    assert model.last.dtype == torch.float32  # left, as the twin leaves its plain attribute
+    torch.testing.assert_close(model(x[0].double()), torch.tensor(6.0, dtype=torch.float64))
+    assert model.last.dtype == torch.float64
