@@ -4,7 +4,9 @@
 constructor and forward inputs PyTorch's own test suite uses. For each class and each of its first
 three inputs, ``class Auto(autoreg.AutoRegisterMixin, cls)`` (default and strict mode) must build
 the same parameters, buffers and ``state_dict``, compute the same output (or raise the same
-error), and keep the same registries through ``.double()``.
+error) called directly, through ``torch.func.functional_call`` with its own parameters and
+buffers, and as a deep copy, and keep the same registries and plain tensor attributes through
+``.double()``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,22 @@ def module_inputs(info: Any) -> list[Any]:
         )[:3]
 
 
-def call(module: nn.Module, forward_input: Any) -> Any:
+def plain_tensors(module: nn.Module) -> list[tuple[str, str]]:
+    """The tensors the module holds as plain attributes, and their dtypes."""
+    return sorted(
+        (name, str(value.dtype))
+        for name, value in vars(module).items()
+        if type(value) is torch.Tensor
+    )
+
+
+def functional(module: nn.Module) -> Any:
+    """``module``, called through ``torch.func.functional_call`` with its own state."""
+    state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    return lambda *args, **kwargs: torch.func.functional_call(module, state, args, kwargs)
+
+
+def call(module: Any, forward_input: Any) -> Any:
     """The output, or the error: a few catalogue inputs fail for the original class too."""
     torch.manual_seed(1)
     try:
@@ -76,10 +93,12 @@ def test_mixed_in_class_matches_the_original(info: Any, strict: bool) -> None:
             ours = mixed(*args, **kwargs)
         assert registries(ours) == registries(original)
         if module_input.forward_input is not None:
-            output = call(ours, module_input.forward_input)
-            expected = call(original, module_input.forward_input)
-            if isinstance(expected, str):
-                assert output == expected
-            else:
-                torch.testing.assert_close(output, expected, equal_nan=True)
+            for view in (lambda module: module, functional, copy.deepcopy):
+                output = call(view(ours), module_input.forward_input)
+                expected = call(view(original), module_input.forward_input)
+                if isinstance(expected, str):
+                    assert output == expected
+                else:
+                    torch.testing.assert_close(output, expected, equal_nan=True)
         assert registries(ours.double()) == registries(original.double())
+        assert plain_tensors(ours) == plain_tensors(original)
