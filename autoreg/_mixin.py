@@ -10,9 +10,9 @@ runtime tensor updated in ``forward``, a buffer updated) is a dictionary lookup 
 they were carried out (``_execute``, ``_carry``). One fact is read by ``__setattr__`` itself, after
 ``situation``: whether a first tensor stored after construction is torch's own (row 4: fx's
 tracer, FSDP1, DataParallel's replicate, functional_call; ``_facts.TORCH_UNREAD``), from the
-caller's frame. Inside a compiled function, after a graph break, dynamo runs
-an eager ``__setattr__`` as it is but compiles the functions it calls as frames of their own,
-where no frame can be read.
+caller's frame. Inside a compiled function, after a graph break, dynamo runs an eager
+``__setattr__`` as it is but compiles the functions it calls as frames of their own, where no
+frame can be read.
 
 Decisions about a class are made when the class is created (``_record``, ``_construction``) and
 finalized when its first instance is assigned to (annotations read again). Per instance, autoreg
