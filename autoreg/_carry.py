@@ -53,6 +53,7 @@ from ._config import Mode
 from ._contract import STORE, decide
 from ._errors import AutoRegisterWarning
 from ._facts import HELD, kind_of, situation
+from ._facts import is_compiling as _is_compiling
 from ._messages.contract import NOT_CONVERTED
 from ._messages.describe import describe
 from ._record import ClassRecord
@@ -81,7 +82,6 @@ _ref: Final = weakref.ref
 _Tensor: Final = torch.Tensor
 _Parameter: Final = nn.Parameter
 _NONE: Final[dict[str, str]] = {}
-_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 def carried(module: nn.Module, name: str) -> bool:

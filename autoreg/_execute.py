@@ -42,6 +42,7 @@ from ._facts import (
     Registry,
     Situation,
 )
+from ._facts import is_compiling as _is_compiling
 from ._record import ClassRecord, record_of
 from ._state import BUFFER, CARRIED, MODEL, PENDING, SUPER_INIT, role_key
 
@@ -70,7 +71,6 @@ _GETATTR: Final = nn.Module.__getattr__
 _GETATTRIBUTE: Final = object.__getattribute__
 _STORED_AS_BUFFERS: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, NONE)  # see _facts.TENSORS
 _MISSING: Final = object()
-_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 def execute(

@@ -58,6 +58,7 @@ __all__ = [
     "Registry",
     "Situation",
     "defines_torch_function",
+    "is_compiling",
     "kind_of",
     "read_torch_assigners",
     "recomputed_names",
@@ -89,6 +90,10 @@ class Registry(enum.IntEnum):
     MODULES = 3
     UNBUILT = 4  # nn.Module.__init__ has not run
 
+
+# Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
+# torch.export runs Python eagerly: the eager path is right there.
+is_compiling: Final = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 # torch's own functions that set a tensor or container of their own on a built module, under a name
 # no registry holds, which nn.Module keeps as a plain attribute: fx's tracer (a tensor the forward

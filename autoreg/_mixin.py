@@ -38,7 +38,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-import torch
 from torch import nn
 
 from ._carry import adopt, apply, carry, listed
@@ -55,6 +54,7 @@ from ._facts import (
     read_torch_assigners,
     situation,
 )
+from ._facts import is_compiling as _is_compiling
 from ._record import (
     CACHE_LIMIT,
     ClassRecord,
@@ -84,10 +84,6 @@ __all__ = ["AutoRegisterMixin", "Module"]
 # What a copy never takes from the state it is made from: a copy is not being built.
 _CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
 _NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
-
-# Dynamo traces this as True; one call in eager code (is_compiling() makes two). Non-strict
-# torch.export runs Python eagerly: the eager path is right there.
-_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 if TYPE_CHECKING:
