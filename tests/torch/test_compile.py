@@ -905,26 +905,40 @@ class ReadOnFramework(autoreg.AutoRegisterMixin, Framework):
         return self.lin(x) * self.scale
 
 
+class TwinReadOnFramework(Framework):
+    forward = ReadOnFramework.forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.linspace(0.5, 2.0, 3), persistent=False)
+
+
 def test_a_module_on_a_framework_built_inside_a_compiled_function_holds_the_twins_tensors() -> None:
     """Row 4 on a module built inside a compiled function and given a tensor there: dynamo
     compiles autoreg's reading of that assignment as a frame of its own and, on some versions,
     warns that it cannot trace the walk of the frames (compatibility.md, not mended) before
-    running it eagerly. The module holds what its twin holds."""
+    running it eagerly. The module holds what its twin holds, compiled in as many frames."""
     built: list[nn.Module] = []
 
-    def build_and_run(x: torch.Tensor) -> torch.Tensor:
-        module = ReadOnFramework()
-        built.append(module)
-        module.offset = torch.ones(3)  # the function's: the model's (row 11)
-        return module(x)
+    def frames(cls: type[nn.Module]) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
 
-    torch._dynamo.reset()
-    compiled = torch.compile(build_and_run, backend="eager")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # dynamo's, on the versions that warn
-        for _ in range(2):
-            compiled(torch.ones(2, 3))
-    for module in built:
+        def build_and_run(x: torch.Tensor) -> torch.Tensor:
+            module = cls()
+            built.append(module)
+            module.offset = torch.ones(3)  # the function's: the model's (row 11)
+            return module(x)
+
+        compiled = torch.compile(build_and_run, backend=counter)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # dynamo's, on the versions that warn
+            for _ in range(2):
+                compiled(torch.ones(2, 3))
+        return int(counter.frame_count)
+
+    assert frames(ReadOnFramework) == frames(TwinReadOnFramework)
+    for module in built[:2]:  # autoreg's
         assert set(module.state_dict()) == {"lin.weight", "lin.bias"}
         assert dict(module.named_buffers()).keys() == {"scale"}
         assert module.double().offset.dtype == torch.float64  # carried
