@@ -766,11 +766,23 @@ class FunctionalOnFramework(autoreg.AutoRegisterMixin, CallingBase):
     forward = Functional.forward
 
 
+class FunctionalOnSettingFramework(autoreg.AutoRegisterMixin, _Recording):
+    """On a framework base with a ``__setattr__`` of its own, which the mixin passes last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    forward = Functional.forward
+
+
 @pytest.mark.parametrize(
     "mode", [{}, {"warn": True}, {"strict": True}], ids=["register", "warn", "strict"]
 )
 @pytest.mark.parametrize(
-    "base", [Functional, FunctionalOnFramework], ids=["module", "on-a-framework"]
+    "base",
+    [Functional, FunctionalOnFramework, FunctionalOnSettingFramework],
+    ids=["module", "on-a-framework", "on-a-framework-with-setattr"],
 )
 def test_a_tensor_functional_call_swaps_in_under_a_new_name_is_torchs(
     base: type[nn.Module], mode: dict[str, bool]
@@ -792,3 +804,31 @@ def test_a_tensor_functional_call_swaps_in_under_a_new_name_is_torchs(
             warnings.simplefilter("ignore")
             model.extra = torch.ones(2)
         assert role(model, "extra") == "carried"
+
+
+@pytest.mark.parametrize("mode", [{}, {"strict": True}], ids=["register", "strict"])
+def test_functional_call_through_a_plain_root_is_torchs_on_the_autoreg_child(
+    mode: dict[str, bool],
+) -> None:
+    """The key names the child under a plain ``nn.Sequential``: torch sets it on the child."""
+    child = type("Model", (Functional,), {"__module__": __name__}, **mode)()
+    root = nn.Sequential(child)
+    twin = copy.deepcopy(root)
+    extra = torch.full((2,), 5.0)
+    out = torch.func.functional_call(root, {"0.extra": extra}, (torch.ones(2),), strict=False)
+    torch.testing.assert_close(out, twin(torch.ones(2)) + extra)
+    assert "extra" not in vars(child)
+
+
+def swap_tensor(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
+    """The model's own function, under the name of torch's that functional_call uses."""
+    setattr(module, name, tensor)
+
+
+def test_a_function_of_the_models_named_as_functional_calls_is_the_models() -> None:
+    module = StrictModel()
+    with pytest.raises(autoreg.UnregisteredTensorError, match="state"):
+        swap_tensor(module, "state", torch.ones(2))
+    plain = autoreg.Module()
+    swap_tensor(plain, "state", torch.ones(2))
+    assert role(plain, "state") == "carried"
