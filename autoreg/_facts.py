@@ -217,7 +217,7 @@ def situation(
                 derived = (
                     None
                     if compiling or not from_setattr
-                    else id(_assigner(sys._getframe(2))) in _UTILITY_WRITES
+                    else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
     constructing = (
         registry is UNBUILT
@@ -243,11 +243,12 @@ def recomputed_names(hooks: Mapping[Any, Any]) -> set[str]:
     return names
 
 
-def _assigner(frame: types.FrameType | None) -> types.CodeType | None:
+def _assigner(frame: types.FrameType | None, record: ClassRecord) -> types.CodeType | None:
     """The code that made the assignment whose ``__setattr__`` was called from ``frame``: the
-    first frame that is no ``__setattr__`` (the overrides of the instance's classes, which every
-    assignment passes first, make none); None when there is none."""
-    while frame is not None and frame.f_code.co_name == "__setattr__":
+    first frame that runs none of the ``__setattr__`` overrides of the instance's classes
+    (``record.setattr_codes``, by identity: every assignment passes them first, and they make
+    none); None when there is none. (The mixin's ``__setattr__`` walks the same way, inline.)"""
+    while frame is not None and id(frame.f_code) in record.setattr_codes:
         frame = frame.f_back
     return None if frame is None else frame.f_code
 

@@ -167,7 +167,7 @@ class AutoRegisterMixin(_MixinBase):
                 # frame dynamo never compiles on its own, and inline: dynamo compiles on their own
                 # the functions an eager __setattr__ calls inside a compiled function.
                 caller = sys._getframe(1)
-                while caller.f_code.co_name == "__setattr__" and caller.f_back is not None:
+                while id(caller.f_code) in record.setattr_codes and caller.f_back is not None:
                     caller = caller.f_back  # the overrides of the instance's classes
                 for unread in tuple(TORCH_UNREAD):
                     if unread in sys.modules:

@@ -14,7 +14,7 @@ instance).
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from torch import nn
@@ -67,6 +67,7 @@ class ClassRecord:
         "persistent",
         "role_keys",
         "roots",
+        "setattr_codes",
         "setattr_next",
         "shared",
         "slots",
@@ -154,6 +155,14 @@ class ClassRecord:
         # name -> why it cannot hold a buffer (_facts.slot_kind), read when an instance first
         # assigns it: what the class defines under a name is a fact about the class.
         self.slots: dict[str, str | None] = {}
+        # The code of the __setattr__ overrides of the class's MRO, decorated or not: the frames
+        # between an assignment and the mixin's __setattr__ that tell nothing about whose it is
+        # (_facts._assigner, the mixin's walk). Read again by ``finalize``.
+        self.setattr_codes: dict[int, types.CodeType] = (
+            read_setattr_codes(mro)
+            if parent is None
+            else {**parent.setattr_codes, **read_setattr_codes((cls,))}
+        )
         # Read now, so that no first read happens inside a compiled forward, and read again when
         # the class is first instantiated (``finalize``); a plain subclass has its base's.
         if parent is None:
@@ -180,6 +189,7 @@ class ClassRecord:
     def finalize(self) -> None:
         """Read the annotations again, now that the module defining the class is done."""
         self.declarations = read_declarations(self.cls, _declares)
+        self.setattr_codes = read_setattr_codes(self.cls.__mro__)
         self.decisions.clear()
         self.final = True
 
@@ -189,6 +199,19 @@ class ClassRecord:
         if declaration is Declaration.NONPERSISTENT:
             return False
         return self.persistent
+
+
+def read_setattr_codes(classes: Iterable[type]) -> dict[int, types.CodeType]:
+    """The code of the ``__setattr__`` functions ``classes`` define, and of the functions they
+    wrap (``__wrapped__``), by id, each kept beside its id. A function's own attributes are read,
+    never a value's code."""
+    codes: dict[int, types.CodeType] = {}
+    for klass in classes:
+        function = klass.__dict__.get("__setattr__")
+        while type(function) is types.FunctionType:
+            codes[id(function.__code__)] = function.__code__
+            function = function.__dict__.get("__wrapped__")
+    return codes
 
 
 def plain_subclass_of(cls: type) -> ClassRecord | None:

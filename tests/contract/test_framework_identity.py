@@ -832,3 +832,42 @@ def test_a_function_of_the_models_named_as_functional_calls_is_the_models() -> N
     plain = autoreg.Module()
     swap_tensor(plain, "state", torch.ones(2))
     assert role(plain, "state") == "carried"
+
+
+def _passing_on(method: Callable[..., None]) -> Callable[..., None]:
+    """A decorator around a ``__setattr__`` override: its frame's code is the wrapper's."""
+
+    @functools.wraps(method)
+    def wrapper(self: nn.Module, name: str, value: Any) -> None:
+        method(self, name, value)
+
+    return wrapper
+
+
+class DecoratedSetattr(autoreg.Module, strict=True):
+    """A strict model whose ``__setattr__`` override is decorated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(2, 2))
+
+    @_passing_on
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight + torch.tensor([1.0, 2.0])
+
+
+def test_the_overrides_of_setattr_are_passed_by_identity_decorated_or_not() -> None:
+    """The frames between an assignment and the mixin's ``__setattr__`` that are the instance's
+    own overrides are known by the functions in its classes, not by the name ``__setattr__``: a
+    decorated override's frame is the wrapper's. fx's constant and prune's first write of its
+    weight are torch's, as on the twin (strict mode refused both when the walk went by name)."""
+    module = DecoratedSetattr()
+    torch.fx.symbolic_trace(module)
+    assert role(module, "_tensor_constant0") == "plain"
+    nn.utils.prune.l1_unstructured(module, "weight", amount=0.5)
+    assert role(module, "weight") == "plain"
+    module.double()(torch.ones(2, 2, dtype=torch.float64))
+    assert module.weight.dtype == torch.float64  # recomputed by prune's hook, as on the twin
