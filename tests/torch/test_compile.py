@@ -867,29 +867,32 @@ class PersistentRead(AutoRead, persistent=True):
     pass
 
 
+def _frames_building(cls: type[nn.Module], width: int, built: list[nn.Module]) -> int:
+    """The frames dynamo compiles for a function that builds ``cls``, gives the module a tensor
+    (the function's: the model's, row 11) and calls it, run three times; each module built is
+    appended to ``built``."""
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("eager")
+
+    def build_and_run(x: torch.Tensor) -> torch.Tensor:
+        module = cls()
+        built.append(module)
+        module.offset = torch.ones(width)
+        return module(x)
+
+    compiled = torch.compile(build_and_run, backend=counter)
+    for _ in range(3):
+        compiled(torch.ones(2, width))
+    return int(counter.frame_count)
+
+
 def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> None:
     """Built inside a compiled function, the module is what it is built eagerly, and compiles as
     often as its twin: autoreg writes nothing into a module's __dict__ before nn.Module.__init__
     fills it (dynamo reads an empty one as a module not yet initialized; autoreg's construction
     mark there made it trace one without _parameters: InternalTorchDynamoError)."""
     built: list[nn.Module] = []
-
-    def frames(cls: type[nn.Module]) -> int:
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
-
-        def build_and_run(x: torch.Tensor) -> torch.Tensor:
-            module = cls()
-            built.append(module)
-            module.offset = torch.ones(4)
-            return module(x)
-
-        compiled = torch.compile(build_and_run, backend=counter)
-        for _ in range(3):
-            compiled(torch.ones(2, 4))
-        return int(counter.frame_count)
-
-    assert frames(PersistentRead) == frames(TwinRead)
+    assert _frames_building(PersistentRead, 4, built) == _frames_building(TwinRead, 4, [])
     auto = built[0]
     assert set(auto.state_dict()) == {"lin.weight", "lin.bias", "scale", "order"}
     assert dict(auto.named_buffers()).keys() == {"scale", "order"}
@@ -919,26 +922,11 @@ def test_a_module_on_a_framework_built_inside_a_compiled_function_holds_the_twin
     warns that it cannot trace the walk of the frames (compatibility.md, not mended) before
     running it eagerly. The module holds what its twin holds, compiled in as many frames."""
     built: list[nn.Module] = []
-
-    def frames(cls: type[nn.Module]) -> int:
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
-
-        def build_and_run(x: torch.Tensor) -> torch.Tensor:
-            module = cls()
-            built.append(module)
-            module.offset = torch.ones(3)  # the function's: the model's (row 11)
-            return module(x)
-
-        compiled = torch.compile(build_and_run, backend=counter)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # dynamo's, on the versions that warn
-            for _ in range(2):
-                compiled(torch.ones(2, 3))
-        return int(counter.frame_count)
-
-    assert frames(ReadOnFramework) == frames(TwinReadOnFramework)
-    for module in built[:2]:  # autoreg's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dynamo's, on the versions that warn
+        frames = _frames_building(ReadOnFramework, 3, built)
+        assert frames == _frames_building(TwinReadOnFramework, 3, [])
+    for module in built:
         assert set(module.state_dict()) == {"lin.weight", "lin.bias"}
         assert dict(module.named_buffers()).keys() == {"scale"}
         assert module.double().offset.dtype == torch.float64  # carried
