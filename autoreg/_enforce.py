@@ -9,10 +9,11 @@ the first time a class sees a (concern, name): the steady-state assignment path 
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 import warnings
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -113,20 +114,23 @@ def _warn_once(record: ClassRecord, concern: Concern, name: str, message: str) -
     key = (concern.value, name)
     if key not in record.warned:
         record.warned.add(key)
-        warnings.warn(message, AutoRegisterWarning, stacklevel=_assignment_level())
+        warnings.warn(message, AutoRegisterWarning, stacklevel=_assignment_level(record))
 
 
-def _assignment_level() -> int:
-    """The ``stacklevel`` of the user's assignment: the first frame outside autoreg that is not a
-    ``__setattr__`` (a class that overrides it and calls ``super().__setattr__``)."""
+def _assignment_level(record: ClassRecord) -> int:
+    """The ``stacklevel`` of the user's assignment: the first frame that runs neither autoreg's
+    code nor one of the ``__setattr__`` overrides of the instance's classes (by identity, as
+    ``_facts._assigner`` walks: a decorated override's frame is its wrapper's)."""
     if torch.compiler.is_compiling():
         return 2  # frames cannot be walked there; warnings.warn breaks the graph all the same
     frame: types.FrameType | None = sys._getframe(2)  # the caller of _warn_once's caller
     level = 2
     while frame is not None and (
-        frame.f_globals.get("__name__", "").startswith("autoreg.")
-        or frame.f_code.co_name == "__setattr__"
+        frame.f_code.co_filename.startswith(_PACKAGE) or id(frame.f_code) in record.setattr_codes
     ):
         frame = frame.f_back
         level += 1
     return level
+
+
+_PACKAGE: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep  # autoreg's own code

@@ -2,11 +2,13 @@
 
 ``record_stores()`` replaces ``nn.Module.__setattr__`` (and autoreg's) for the duration of a
 ``with`` block by a wrapper that notes, for each store, the code that made it: the first frame
-on the stack that is neither a ``__setattr__`` (the module's own override, autoreg's mixin) nor
-autoreg's. That is the user's ``self.mask = ...`` line, the ``setattr(self, name, t)`` call, or a
-helper function's ``module.mask = ...``: what the audit's findings need to become edits. A store
-is "construction" when an ``__init__`` of the module (its first argument is the module) is on
-the stack.
+on the stack that runs neither one of the ``__setattr__`` overrides of the module's classes
+(known by the identity of their code, decorated or not: ``_record.read_setattr_codes``) nor
+autoreg's code. That is the user's ``self.mask = ...`` line, the ``setattr(self, name, t)``
+call, a helper function's ``module.mask = ...``, or the ``__setattr__`` of another object that
+stores into the module (a proxy's): what the audit's findings need to become edits. A store is
+"construction" when an ``__init__`` of the module (its first argument is the module) is on the
+stack.
 
 Stores that bypass ``nn.Module.__setattr__`` (``self.__dict__[k] = v``, ``object.__setattr__``)
 are not seen; ``plan`` lists such attributes instead of guessing where they come from.
@@ -19,13 +21,14 @@ import functools
 import os
 import sys
 from collections.abc import Iterator
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
 from torch import nn
 
 from .._mixin import AutoRegisterMixin
+from .._record import read_setattr_codes
 from .strays import Site
 
 __all__ = ["Stores", "record_stores"]
@@ -39,12 +42,17 @@ class Stores:
     def __init__(self) -> None:
         self._sites: dict[tuple[int, str], list[Site]] = {}
         self._alive: dict[int, nn.Module] = {}  # keeps each id unique while the record lives
+        self._setattr_codes: dict[type, dict[int, CodeType]] = {}  # per class, while it lives
 
     def of(self, module: nn.Module, name: str) -> tuple[Site, ...]:
         return tuple(self._sites.get((id(module), name), ()))
 
     def add(self, module: nn.Module, name: str, value: object, frame: FrameType | None) -> None:
-        code = _storing_frame(frame)
+        cls = type(module)
+        codes = self._setattr_codes.get(cls)
+        if codes is None:
+            codes = self._setattr_codes[cls] = read_setattr_codes(cls.__mro__)
+        code = _storing_frame(frame, codes)
         if code is None:
             return
         self._alive[id(module)] = module
@@ -85,11 +93,12 @@ def record_stores(stores: Stores | None = None) -> Iterator[Stores]:
             type.__setattr__(cls, "__setattr__", original)
 
 
-def _storing_frame(frame: FrameType | None) -> FrameType | None:
-    """The frame of the code that stored the value: ``__setattr__`` overrides and autoreg's own
-    frames skipped."""
+def _storing_frame(frame: FrameType | None, setattr_codes: dict[int, CodeType]) -> FrameType | None:
+    """The frame of the code that stored the value: the frames of the module's ``__setattr__``
+    overrides (``setattr_codes``) and autoreg's own skipped. A ``__setattr__`` of another object
+    that stores into the module (a proxy's) is where the store is made."""
     while frame is not None and (
-        frame.f_code.co_name == "__setattr__" or frame.f_code.co_filename.startswith(_AUTOREG)
+        id(frame.f_code) in setattr_codes or frame.f_code.co_filename.startswith(_AUTOREG)
     ):
         frame = frame.f_back
     return frame

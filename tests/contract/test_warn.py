@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -95,3 +97,50 @@ def test_the_warning_points_at_the_assignment_through_a_setattr_override() -> No
     with open(__file__) as source:
         line = source.readlines()[record[0].lineno - 1]
     assert "the runtime line the warning points at" in line
+
+
+def _logged(setattr_: Any) -> Any:
+    """A decorator around ``__setattr__``, as logging and validation libraries write them."""
+
+    @functools.wraps(setattr_)
+    def wrapper(self: object, name: str, value: object) -> None:
+        setattr_(self, name, value)  # a frame named wrapper, not __setattr__
+
+    return wrapper
+
+
+class _FrameworkBase(torch.nn.Module):
+    """A framework base whose ``__setattr__`` override is decorated."""
+
+    @_logged
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("where", ["own class", "framework base"])
+def test_the_warning_points_at_the_assignment_through_a_decorated_setattr(where: str) -> None:
+    if where == "own class":
+
+        class Logged(autoreg.Module, warn=True):
+            @_logged
+            def __setattr__(self, name: str, value: object) -> None:
+                super().__setattr__(name, value)
+
+            def step(self) -> None:
+                self.state = torch.zeros(2)  # the decorated line the warning points at
+
+        module: Any = Logged()
+    else:
+
+        class OnFramework(autoreg.AutoRegisterMixin, _FrameworkBase, warn=True):
+            def step(self) -> None:  # the model's code (row 4): its state is carried
+                self.state = torch.zeros(2)  # the decorated line the warning points at
+
+        module = OnFramework()
+    with pytest.warns(autoreg.AutoRegisterWarning) as record:
+        module.step()
+    assert len(record) == 1
+    assert record[0].filename == __file__
+    with open(__file__) as source:
+        line = source.readlines()[record[0].lineno - 1]
+    assert "the decorated line the warning points at" in line
