@@ -157,12 +157,15 @@ class ClassRecord:
         self.slots: dict[str, str | None] = {}
         # The code of the __setattr__ overrides of the class's MRO, decorated or not: the frames
         # between an assignment and the mixin's __setattr__ that tell nothing about whose it is
-        # (_facts._assigner, the mixin's walk). Read again by ``finalize``.
-        self.setattr_codes: dict[int, types.CodeType] = (
-            read_setattr_codes(mro)
-            if parent is None
-            else {**parent.setattr_codes, **read_setattr_codes((cls,))}
-        )
+        # (_facts._assigner, the mixin's walk). Read again by ``finalize``; a plain subclass
+        # without an override of its own shares its base's (replaced, never changed in place).
+        self.setattr_codes: dict[int, types.CodeType]
+        if parent is None:
+            self.setattr_codes = read_setattr_codes(mro)
+        elif "__setattr__" in cls.__dict__:
+            self.setattr_codes = {**parent.setattr_codes, **read_setattr_codes((cls,))}
+        else:
+            self.setattr_codes = parent.setattr_codes
         # Read now, so that no first read happens inside a compiled forward, and read again when
         # the class is first instantiated (``finalize``); a plain subclass has its base's.
         if parent is None:

@@ -117,9 +117,23 @@ class _FrameworkBase(torch.nn.Module):
         super().__setattr__(name, value)
 
 
-@pytest.mark.parametrize("where", ["own class", "framework base"])
+class _Warned(autoreg.Module, warn=True):
+    def step(self) -> None:
+        self.state = torch.zeros(2)  # the decorated line the warning points at
+
+
+@pytest.mark.parametrize("where", ["own class", "plain subclass", "framework base"])
 def test_the_warning_points_at_the_assignment_through_a_decorated_setattr(where: str) -> None:
-    if where == "own class":
+    if where == "plain subclass":  # no keywords or annotations: its record starts from its base's
+        _Warned().x = 1  # the base has had an instance: the subclass's record is final at once
+
+        class Sub(_Warned):
+            @_logged
+            def __setattr__(self, name: str, value: object) -> None:
+                super().__setattr__(name, value)
+
+        module: Any = Sub()
+    elif where == "own class":
 
         class Logged(autoreg.Module, warn=True):
             @_logged
@@ -129,7 +143,7 @@ def test_the_warning_points_at_the_assignment_through_a_decorated_setattr(where:
             def step(self) -> None:
                 self.state = torch.zeros(2)  # the decorated line the warning points at
 
-        module: Any = Logged()
+        module = Logged()
     else:
 
         class OnFramework(autoreg.AutoRegisterMixin, _FrameworkBase, warn=True):
