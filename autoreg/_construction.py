@@ -7,10 +7,11 @@ statement, or a ``functools.partialmethod``), ``__post_init__`` (``@dataclass`` 
 ``configure_model()`` (Lightning builds layers there) and ``reset_buffers()`` (autoreg's convention
 for derived buffers). Each such method an autoreg class defines is wrapped when the class is
 created: while the outermost call for an instance runs, the instance's ``__dict__`` holds
-``CONSTRUCTING``. Tensors assigned before ``nn.Module.__init__`` ran (``PENDING``) are registered
-as soon as it has made its registries (``_execute.register_pending``), or at the latest when the
-outermost call returns. Copies and pickles never carry either key (``__getstate__``), so a
-copy made during construction is not constructing.
+``CONSTRUCTING``, a mark naming that ``__dict__`` (``_state.Building``). Tensors assigned before
+``nn.Module.__init__`` ran (``PENDING``) are registered as soon as it has made its registries
+(``_execute.register_pending``), or at the latest when the outermost call returns. Copies and
+pickles never carry either key (``__getstate__``), and a copy that bypasses autoreg's hooks holds
+a mark that is not its own: a copy made during construction is not constructing.
 
 A call that begins before ``nn.Module.__init__`` has run (``super().__init__()`` comes first in
 nearly every ``__init__``) writes nothing into the still empty ``__dict__``: torch reads a module
@@ -33,7 +34,7 @@ from torch import nn
 
 from ._execute import register_pending
 from ._record import ClassRecord
-from ._state import CONSTRUCTING, EARLY, PENDING
+from ._state import CONSTRUCTING, EARLY, PENDING, Building, is_building
 
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
 
@@ -86,12 +87,14 @@ def _constructing(method: Any) -> Callable[..., Any]:
             finally:
                 EARLY.discard(early)
         else:
-            if CONSTRUCTING in d or (EARLY and id(d) in EARLY):  # an inner call
+            if is_building(d) or (EARLY and id(d) in EARLY):  # an inner call
                 return call(self, *args, **kwargs)
-            d[CONSTRUCTING] = True
+            mark = Building(d)  # replaces a mark a copy of another's __dict__ brought
+            d[CONSTRUCTING] = mark
             try:
                 result = call(self, *args, **kwargs)
             finally:
+                mark.owner = None  # copies made meanwhile that hold it are not being built
                 self.__dict__.pop(CONSTRUCTING, None)
         if PENDING in self.__dict__:  # nn.Module.__init__ did not ask (register_pending)
             register_pending(self)

@@ -28,11 +28,14 @@ call of that graph, so this may replace a dict eager code made meanwhile: nothin
 roles say which names are carried, and eager code makes the dict again from them before it reads
 it (``_carry.listed``); copies and pickles never hold ``UNLISTED``.
 
-``CONSTRUCTING`` is present while one of the instance's construction methods runs, when that
-method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``); one that
-began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead, outside the
-``__dict__``. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to
-be registered (with ``SUPER_INIT``, which registers them as soon as nn.Module.__init__ has made its
+``CONSTRUCTING`` holds a ``Building`` mark while one of the instance's construction methods runs,
+when that method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``);
+one that began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead,
+outside the ``__dict__``. The mark names the ``__dict__`` it was put in, for as long as the call
+runs: a copy that bypassed autoreg's hooks during that call (a class's own ``__copy__``, or a
+``__setstate__`` that updates ``__dict__``) holds the original's mark, or a copy of it, and is not
+being built. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to be
+registered (with ``SUPER_INIT``, which registers them as soon as nn.Module.__init__ has made its
 registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
 ``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
 pickled before its class used autoreg.
@@ -61,6 +64,8 @@ __all__ = [
     "ROLE",
     "SUPER_INIT",
     "UNLISTED",
+    "Building",
+    "is_building",
     "role_key",
     "role_name",
 ]
@@ -106,3 +111,29 @@ def role_name(key: str) -> str | None:
     if key.startswith(ROLE):
         return key[len(ROLE) :]
     return None
+
+
+class Building:
+    """What ``CONSTRUCTING`` holds while a construction method runs that began after
+    ``nn.Module.__init__``: the ``__dict__`` of the instance being built (``owner``), until the
+    call returns (None then). A copy of the mark (``copy``, ``deepcopy``, pickle) is one whose
+    call has returned: a copy is never being built."""
+
+    def __init__(self, owner: dict[str, object] | None) -> None:
+        self.owner = owner
+
+    def __copy__(self) -> Building:
+        return Building(None)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Building:
+        return Building(None)
+
+    def __reduce__(self) -> tuple[type[Building], tuple[None]]:
+        return Building, (None,)
+
+
+def is_building(d: dict[str, object]) -> bool:
+    """Whether the instance whose ``__dict__`` is ``d`` holds the mark of a construction method
+    running for it (``Building``), not one it got with a copy of another's ``__dict__``."""
+    mark = d.get(CONSTRUCTING)
+    return type(mark) is Building and mark.owner is d

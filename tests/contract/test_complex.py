@@ -256,13 +256,13 @@ def test_the_decision_is_row_10_carried() -> None:
     from autoreg._contract import STORE, classify
     from autoreg._facts import situation
     from autoreg._record import record_of
-    from autoreg._state import CONSTRUCTING
+    from autoreg._state import CONSTRUCTING, Building
 
     module = autoreg.Module()
     record = record_of(module)
     d = module.__dict__
     at_run_time = classify(record, situation(record, d, "z", torch.tensor([1j]), None, False))
-    d[CONSTRUCTING] = True
+    d[CONSTRUCTING] = Building(d)
     built = classify(record, situation(record, d, "z", torch.tensor([1j]), None, False))
     real = classify(record, situation(record, d, "x", torch.tensor([1.0]), None, False))
     assert (built.row, built.action, built.moves) == (10, STORE, True)

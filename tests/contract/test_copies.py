@@ -174,6 +174,62 @@ def test_a_textbook_copy_made_during_construction_is_not_constructing() -> None:
     assert role(snapshot, "later") == "carried"
 
 
+class _UpdatingState(Reset):
+    """A ``__setstate__`` of its own that restores the ``__dict__`` whole: the mixin's never
+    runs on the copy."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+class _OwnCopy(Reset):
+    """``__copy__`` and ``__deepcopy__`` of its own, which copy the ``__dict__``."""
+
+    def __copy__(self) -> _OwnCopy:
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _OwnCopy:
+        new = type(self).__new__(type(self))
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
+
+class _DeepSnapshots(_OwnCopy):
+    def reset_buffers(self) -> None:
+        self.table = torch.ones(1)
+        self.snapshots.append(copy.deepcopy(self))
+
+
+class _Pickled(_UpdatingState):
+    def reset_buffers(self) -> None:
+        self.table = torch.ones(1)
+        self.snapshots.append(pickle.loads(pickle.dumps(self)))
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [_UpdatingState, _OwnCopy, _DeepSnapshots, _Pickled],
+    ids=["own __setstate__", "own __copy__", "own __deepcopy__", "pickle, own __setstate__"],
+)
+def test_a_copy_of_the_whole_dict_made_during_construction_is_not_constructing(
+    cls: type[Reset],
+) -> None:
+    """Before: the copy held the original's construction mark for good, and every tensor it
+    stored at run time became a buffer; a shallow one registered it in the ``_buffers`` it shares
+    with its original."""
+    module = cls()
+    module.reset_buffers()  # a construction method, on the built module
+    snapshot = module.snapshots[0]
+    snapshot.later = torch.zeros(1)  # built already: run-time state, carried
+    assert role(snapshot, "later") == "carried"
+    assert dict(snapshot.named_buffers()).keys() == {"table"}
+    assert dict(module.named_buffers()).keys() == {"table"}
+    assert snapshot.double().later.dtype == torch.float64
+    assert role(module, "table") == "non-persistent buffer"  # the original was built
+
+
 class Declared(autoreg.Module):
     table: torch.Tensor
 

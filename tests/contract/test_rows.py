@@ -14,7 +14,7 @@ from autoreg import _mixin
 from autoreg._contract import classify
 from autoreg._facts import situation
 from autoreg._record import record_of
-from autoreg._state import CONSTRUCTING, FRAMEWORK, role_key
+from autoreg._state import CONSTRUCTING, FRAMEWORK, Building, role_key
 
 
 class Subject(autoreg.Module):
@@ -42,7 +42,7 @@ def row(name: str, value: Any, *, constructing: bool = False, framework: bool = 
     module = Subject()
     d = module.__dict__
     if constructing:
-        d[CONSTRUCTING] = True
+        d[CONSTRUCTING] = Building(d)
     if framework:
         d[role_key(name)] = FRAMEWORK
     record = record_of(module)
