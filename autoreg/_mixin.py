@@ -62,6 +62,7 @@ from ._record import (
     plain_subclass_of,
     record_of,
     unknown_keywords,
+    unseen_class,
 )
 from ._state import (
     BUFFER,
@@ -131,7 +132,8 @@ class AutoRegisterMixin(_MixinBase):
         prepare(cls)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        record = type(self).__autoreg__
+        cls = type(self)
+        record = cls.__autoreg__
         d = self.__dict__
         if _is_compiling():
             # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
@@ -143,6 +145,8 @@ class AutoRegisterMixin(_MixinBase):
                 object.__setattr__(self, role_at, s[2])  # traced as carry() stores a role
             decision = decide(record, s, compiling=True)
         else:
+            if record.cls is not cls:  # a base's __init_subclass__ hid the class from autoreg
+                raise unseen_class(cls)
             key = record.role_keys.get(name)
             if key is None:
                 key = role_key(name)
@@ -180,7 +184,7 @@ class AutoRegisterMixin(_MixinBase):
             cached: Decision | None = record.decisions.get(s)
             if cached is None:
                 if not record.final:
-                    finalize(type(self))  # the first instance: its class's annotations read again
+                    finalize(cls)  # the first instance: its class's annotations read again
                 cached = decide(record, s, compiling=False)
             decision = cached
         if decision.concern is not None and (record.loud or decision.always):

@@ -27,6 +27,7 @@ from ._messages.contract import (
     MIXIN_WITHOUT_MODULE,
     STRICT_AND_WARN,
     UNKNOWN_KEYWORD,
+    UNSEEN_CLASS,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "plain_subclass_of",
     "record_of",
     "unknown_keywords",
+    "unseen_class",
 ]
 
 KEYWORDS: Final = ("persistent", "strict", "warn")
@@ -269,6 +271,13 @@ def create_record(
     except ConfigurationError as error:
         # A bad AUTOREG_MODE: the traceback goes from the user's class statement to this line.
         raise error.with_traceback(None) from None
+
+
+def unseen_class(cls: type) -> ClassDefinitionError:
+    """The error for an instance of ``cls`` whose class statement autoreg never saw: a base's
+    ``__init_subclass__``, the one Python called for ``cls``, did not call the next one."""
+    base = next(k for k in cls.__mro__[1:] if "__init_subclass__" in k.__dict__)
+    return ClassDefinitionError(UNSEEN_CLASS.format(cls=cls.__name__, base=base.__name__))
 
 
 def unknown_keywords(cls: type, mixin: type, keywords: dict[str, Any]) -> None:

@@ -20,6 +20,13 @@ Mix it into a module class, before it:
     class {cls}(autoreg.AutoRegisterMixin, nn.Module): ...
 or subclass autoreg.Module, which is exactly that."""
 
+UNSEEN_CLASS: Final = """\
+autoreg never saw the class statement of {cls}: {base}.__init_subclass__ does not call \
+super().__init_subclass__(**kwargs), so {cls}'s annotations, class keywords and construction \
+methods are unknown to autoreg.
+Call it at the end of {base}.__init_subclass__:
+    super().__init_subclass__(**kwargs)"""
+
 UNKNOWN_KEYWORD: Final = """\
 class {cls} got the unknown class keyword(s) {names}.
 autoreg's class keywords are persistent=, strict= and warn=, each True or False:

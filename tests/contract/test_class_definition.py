@@ -207,3 +207,59 @@ def test_a_type_error_of_a_cooperating_base_is_its_own() -> None:
             pass
 
     assert not isinstance(caught.value, autoreg.ClassDefinitionError)
+
+
+class _Registry:
+    """A plain mixin whose ``__init_subclass__`` forgets ``super().__init_subclass__()``: the
+    registry idiom, harmless on nn.Module."""
+
+    classes: list[type] = []
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        _Registry.classes.append(cls)
+
+
+class _Recorded(autoreg.Module):
+    pass
+
+
+@pytest.mark.parametrize(
+    "after", [autoreg.Module, _Recorded], ids=["autoreg.Module", "a recorded autoreg class"]
+)
+def test_a_base_that_hides_the_class_statement_from_autoreg_is_refused_at_the_first_assignment(
+    after: type[nn.Module],
+) -> None:
+    """Before: the class ran on its base's record: its annotations, class keywords and
+    construction went unseen, and a tensor assigned in ``__init__`` was carried, silently."""
+
+    class Net(_Registry, after):  # type: ignore[misc, valid-type]
+        table: autoreg.Persistent
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(2)
+
+    with pytest.raises(autoreg.ClassDefinitionError) as caught:
+        Net()
+    assert str(caught.value) == (
+        "autoreg never saw the class statement of Net: _Registry.__init_subclass__ does not call "
+        "super().__init_subclass__(**kwargs), so Net's annotations, class keywords and "
+        "construction methods are unknown to autoreg.\n"
+        "Call it at the end of _Registry.__init_subclass__:\n"
+        "    super().__init_subclass__(**kwargs)"
+    )
+
+
+def test_a_base_that_calls_super_in_init_subclass_is_seen() -> None:
+    class Chained:
+        def __init_subclass__(cls, **kwargs: object) -> None:
+            super().__init_subclass__(**kwargs)
+
+    class Net(Chained, autoreg.Module):
+        table: autoreg.Persistent
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(2)
+
+    assert list(Net().state_dict()) == ["table"]
