@@ -99,8 +99,10 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
 
 def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
-    names it has carried (a name leaves it only when it is deleted). The list is replaced, never
-    changed in place: a copy that bypassed autoreg's hooks may hold the same one (``_state``)."""
+    names it has carried (a name leaves it only when it is deleted). A name is added to the list
+    in place (a model that makes up names as it runs would copy it at every new one), where a
+    copy that bypassed autoreg's hooks may see it: the copy's own roles say what it carries
+    (``_state``)."""
     if _is_compiling():  # the list is left to eager code (_state.UNLISTED)
         object.__setattr__(module, role_key(name), CARRIED)
         object.__setattr__(module, CARRYING, UNLISTED)
@@ -115,7 +117,7 @@ def carry(module: nn.Module, name: str) -> None:
     if names is None:
         object.__setattr__(module, CARRYING, {name: key})
     elif name not in names:
-        object.__setattr__(module, CARRYING, {**names, name: key})
+        names[name] = key
 
 
 def listed(module: nn.Module) -> dict[str, str]:

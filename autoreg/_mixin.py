@@ -206,8 +206,8 @@ class AutoRegisterMixin(_MixinBase):
         key = type(self).__autoreg__.role_keys.get(name) or role_key(name)
         d.pop(key, None)  # a name deleted is a new name
         carrying = d.get(CARRYING)
-        # UNLISTED: the list is made again from the roles; a list is replaced, never changed
-        # in place (_state)
+        # UNLISTED: the list is made again from the roles; a name leaves a list by a new one,
+        # which a copy that holds the old one does not see (_state)
         if carrying is not None and carrying is not UNLISTED and name in carrying:
             d[CARRYING] = {k: v for k, v in carrying.items() if k != name}
 
@@ -219,8 +219,8 @@ class AutoRegisterMixin(_MixinBase):
             state.pop(key, None)
         if is_when_built(state.get(SUPER_INIT)):
             del state[SUPER_INIT]
-        if state.get(CARRYING) is UNLISTED:  # copies and pickles hold the list itself
-            state[CARRYING] = listed(self)
+        if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED
+            state[CARRYING] = dict(listed(self))
         state[PICKLED] = True
         return state
 
@@ -311,6 +311,8 @@ def _store_then_enforce(
     name = s[0]
     key = role_key(name)
     before = {k: d[k] for k in (name, key, CARRYING) if k in d}
+    carrying = before.get(CARRYING)
+    listed_before = type(carrying) is dict and name in carrying
     execute(module, record, s, value, decision)
     if d.get(name) is not value:
         return
@@ -322,6 +324,10 @@ def _store_then_enforce(
                 d[k] = before[k]
             else:
                 d.pop(k, None)
+        carrying = d.get(CARRYING)
+        if type(carrying) is dict and name in carrying and not listed_before:
+            # carry() added the name in place: a new list without it (_state)
+            d[CARRYING] = {k: v for k, v in carrying.items() if k != name}
         raise
 
 

@@ -16,10 +16,13 @@ to its role key: ``.to()`` looks them up instead of searching the whole ``__dict
 those whose role is ``CARRIED``. It changes only when a name is first carried or deleted, so an
 assignment that updates a carried value (in a compiled ``forward`` too) never reads it.
 
-Nothing autoreg keeps here is changed in place: ``CARRYING`` and ``PENDING`` are replaced by a new
-dict when they change. A copy that bypasses autoreg's hooks - a class's own ``__getstate__``
-returning ``self.__dict__.copy()``, a ``DataParallel`` replica, which copies ``__dict__`` - holds
-the very same objects as its original, and neither may see what the other does.
+A copy that bypasses autoreg's hooks - a class's own ``__getstate__`` returning
+``self.__dict__.copy()``, a ``DataParallel`` replica, which copies ``__dict__`` - holds the very
+same objects as its original. ``PENDING`` is replaced by a new dict when it changes, and a name
+leaves ``CARRYING`` only by a new dict without it: neither of the two loses what the other holds.
+A name is added to ``CARRYING`` in place (a model that makes up names as it runs would otherwise
+copy the dict at every new one): the other may then find in its list a name it does not carry,
+which nothing reads without its own role, ``CARRIED``, under the name's key.
 
 Compiled code never reads ``CARRYING`` (dynamo would guard on its contents, and every name carried
 eagerly afterwards would recompile) nor adds to it: a name it carries first gets its role, and

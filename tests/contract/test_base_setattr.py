@@ -125,9 +125,12 @@ def test_a_tensor_the_base_stores_is_carried_at_run_time_and_refused_in_strict_m
     assert role(model, "h") == "carried"
     strict = _model(strict=True)()
     strict.h = None
+    strict.history = []  # carried: the instance has a list of carried names
+    before = {k: dict(v) if type(v) is dict else v for k, v in vars(strict).items()}
     with pytest.raises(autoreg.UnregisteredTensorError, match=r"Model\.h"):
         strict.h = torch.zeros(2)
     assert vars(strict)["h"] is None  # as it was
+    assert vars(strict) == before  # its role, and the list of carried names without it
 
 
 # --- pyro itself ---------------------------------------------------------------------------------
