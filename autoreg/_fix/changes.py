@@ -19,6 +19,8 @@ import libcst.matchers as m
 
 from .._messages.fix import (
     FIX_A_PARAMETER,
+    FIX_HAND_ANOTHER_VALUE,
+    FIX_HAND_ANOTHER_VALUE_EDIT,
     FIX_HAND_BASES,
     FIX_HAND_BASES_EDIT,
     FIX_HAND_BEFORE_INIT,
@@ -45,6 +47,7 @@ from .._messages.fix import (
     FIX_HAND_WRAP_METHOD,
     FIX_HAND_WRAP_SHAPE,
     FIX_NOT_A_TENSOR,
+    FIX_OF_PARAMETER,
 )
 from .edits import (
     DeclareBuffer,
@@ -64,7 +67,7 @@ from .source import (
     self_name_of,
     super_init,
 )
-from .stores import Store, construction_methods, stores_of, value_kind
+from .stores import Store, construction_methods, other_value, stores_of, value_kind
 
 __all__ = ["Changes"]
 
@@ -218,6 +221,22 @@ class Changes:
                 what = FIX_A_PARAMETER if kinds - takes == {"parameter"} else FIX_NOT_A_TENSOR
                 listed(store, FIX_HAND_OTHER_VALUE.replace("{what}", what), FIX_HAND_MIXED_EDIT)
                 continue
+            # The run is one configuration: a store that ran with a tensor, and that the source
+            # shows storing another value in another one (t if use_bias else 0.0), is listed.
+            # (The value of `self.x, y = ...` is what is unpacked, not what self.x stores.)
+            other = None
+            if seen and store.value is not None and store.form != "several":
+                other = other_value(
+                    store.value,
+                    store.method,
+                    store.self_name,
+                    attribute,
+                    torch_names,
+                    frozenset(takes),
+                )
+            if other is not None:
+                listed(store, _another(*other), FIX_HAND_ANOTHER_VALUE_EDIT)
+                continue
             if not construction or not edit.rewrite:
                 continue  # nn.Module stores it in the buffer
             problem = self._rewritable(store)
@@ -339,6 +358,17 @@ class Changes:
         line = cst.SimpleStatementLine([cst.Expr(call)])
         self.after.setdefault(body[start].node, []).append(line)
         self.made.append(edit)
+
+
+def _another(value: cst.BaseExpression, parameter: str | None) -> str:
+    """FIX_HAND_ANOTHER_VALUE for ``value``, quoted on one line (shortened past 40 characters),
+    with its braces doubled: the reason is formatted again with the class and attribute."""
+    code = " ".join(cst.Module([]).code_for_node(value).split())
+    if len(code) > 40:
+        code = code[:37] + "..."
+    if parameter is not None:
+        code = FIX_OF_PARAMETER.format(value=code, parameter=parameter)
+    return FIX_HAND_ANOTHER_VALUE.replace("{value}", code.replace("{", "{{").replace("}", "}}"))
 
 
 def _register(self_name: str, attribute: str, value: cst.BaseExpression) -> cst.Call:

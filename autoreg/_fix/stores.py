@@ -8,9 +8,11 @@ method the factory never called). ``stores_of`` finds them all in the class's me
 and ``self.x`` among several targets); ``value_kind`` says what a value expression is when the
 source alone tells: a tensor (a ``torch`` factory, arithmetic on one, a tensor method of one, a
 local variable only ever bound to one), ``None``, an ``nn.Parameter``, a literal that is no
-tensor, or unknown. ``construction_methods`` are the methods that run while the module is built:
-``__init__`` (and the other construction methods), every method they call through ``self``, and
-those that ran during construction.
+tensor, or unknown. ``other_value`` finds, in a store that ran with a tensor, the value the
+source shows it may store in another configuration (the ``0.0`` of ``t if use_bias else 0.0``, a
+parameter's float default). ``construction_methods`` are the methods that run while the module
+is built: ``__init__`` (and the other construction methods), every method they call through
+``self``, and those that ran during construction.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import libcst.matchers as m
 
 from .source import Index, Statement, dotted, literal, self_name_of
 
-__all__ = ["Store", "construction_methods", "stores_of", "value_kind"]
+__all__ = ["Store", "construction_methods", "other_value", "stores_of", "value_kind"]
 
 Form: TypeAlias = Literal["assign", "setattr", "augmented", "several", "delete"]
 Kind: TypeAlias = Literal["tensor", "none", "parameter", "other"]
+# What other_value finds: the value, and the parameter whose default it is.
+_Other: TypeAlias = tuple[cst.BaseExpression, str | None] | None
 
 CONSTRUCTION: Final = frozenset({"__init__", "__post_init__", "__attrs_post_init__"})
 
@@ -418,6 +422,63 @@ def value_kind(
     return None
 
 
+def other_value(
+    value: cst.BaseExpression,
+    method: cst.FunctionDef,
+    self_name: str,
+    attribute: str,
+    torch_names: frozenset[str],
+    takes: frozenset[str],
+) -> _Other:
+    """A value outside ``takes`` that the source shows ``value`` may store in a configuration the
+    factory did not build, and the parameter whose default it is (None: the source shows none).
+
+    A store that ran with a tensor is judged by the run, but one run is one configuration: in
+    ``t if use_bias else 0.0``, ``scale or 1.0``, a parameter ``alpha=0.25`` the factory passed a
+    tensor for, or a local bound to such an expression, the other configuration stores a value
+    that register_buffer (or a buffer) refuses. Only an alternative the source spells out counts
+    (a literal, an ``nn.Parameter``, such a default): a call of the project's own function that
+    returned a tensor is trusted, as the run saw it.
+    """
+    followed: dict[str, _Other] = {}
+
+    def other(node: cst.BaseExpression, names: tuple[str, ...]) -> _Other:
+        """``names``: the names being followed, so that ``x = x or 1.0`` ends."""
+        found = value_kind(node, method, self_name, attribute, torch_names)
+        if found is not None:
+            return (node, None) if found not in takes else None
+        if isinstance(node, cst.IfExp):
+            return other(node.body, names) or other(node.orelse, names)
+        if isinstance(node, cst.BooleanOperation):
+            return other(node.left, names) or other(node.right, names)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+            # Arithmetic stores another value only when neither side may be a tensor.
+            both = other(node.left, names) and other(node.right, names)
+            return (node, None) if both else None
+        if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+            return (node, None) if other(node.expression, names) else None
+        if not isinstance(node, cst.Name) or node.value in names:
+            return None
+        if node.value not in followed:
+            followed[node.value] = name(node.value, (*names, node.value))
+        return followed[node.value]
+
+    def name(variable: str, names: tuple[str, ...]) -> _Other:
+        """A parameter's default, then every value the method binds to the name."""
+        param = _parameters(method).get(variable)
+        if param is not None and param.default is not None:
+            default = other(param.default, names)
+            if default is not None:
+                return default[0], default[1] or variable
+        for bound in _bindings(variable, method) or []:
+            found = other(bound, names)
+            if found is not None:
+                return found
+        return None
+
+    return other(value, ())
+
+
 def _call(
     call: cst.Call, kind: Callable[[cst.BaseExpression], Kind | None], torch_names: frozenset[str]
 ) -> Kind | None:
@@ -461,29 +522,45 @@ def _local(
     name: str, method: cst.FunctionDef, kind: Callable[[cst.BaseExpression], Kind | None]
 ) -> Kind | None:
     """A local variable of ``method``: what every value bound to it is, if they all agree."""
+    if name in _parameters(method):
+        return None
+    values = _bindings(name, method)
+    if values is None:
+        return None
+    kinds = {kind(value) for value in values}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    return kinds.pop()
+
+
+def _parameters(method: cst.FunctionDef) -> dict[str, cst.Param]:
+    """The parameters of ``method``, by name."""
     params = method.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    named = (*params.posonly_params, *params.params, *params.kwonly_params)
+    found = {p.name.value: p for p in named}
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    if name in names:
-        return None
-    kinds: set[Kind | None] = set()
+            found[star.name.value] = star
+    return found
+
+
+def _bindings(name: str, method: cst.FunctionDef) -> list[cst.BaseExpression] | None:
+    """Every value ``method`` binds to the local ``name`` by a plain assignment (None: it is
+    also bound in a way that hides the value: unpacked, a loop variable, a walrus)."""
+    values = []
     for node in m.findall(method, m.Assign() | m.AnnAssign() | m.For() | m.NamedExpr()):
         if isinstance(node, cst.Assign):
             for target in node.targets:
                 if isinstance(target.target, cst.Name) and target.target.value == name:
-                    kinds.add(kind(node.value))
+                    values.append(node.value)
                 elif _binds(target.target, name):
                     return None  # unpacked from something
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None and _binds(node.target, name):
-                kinds.add(kind(node.value))
+                values.append(node.value)
         elif _binds(node.target, name):  # type: ignore[attr-defined]
             return None  # a loop variable, a walrus
-    if len(kinds) != 1 or None in kinds:
-        return None
-    return kinds.pop()
+    return values
 
 
 def _binds(target: cst.BaseExpression, name: str) -> bool:

@@ -139,6 +139,19 @@ FIX_A_PARAMETER: Final = "an nn.Parameter"
 
 FIX_NOT_A_TENSOR: Final = "a value that is not a tensor"
 
+FIX_HAND_ANOTHER_VALUE: Final = (
+    "a tensor in the configuration the factory built, but the source may store {value} here in "
+    "another, and a buffer takes only a tensor or None"
+)
+
+FIX_OF_PARAMETER: Final = "{value} (the default of {parameter})"
+
+FIX_HAND_ANOTHER_VALUE_EDIT: Final = (
+    "keep self.{attribute} a plain attribute, or register it only when it is a tensor: "
+    'self.register_buffer("{attribute}", value, persistent=False) if isinstance(value, '
+    "torch.Tensor), else self.{attribute} = value"
+)
+
 FIX_HAND_NOT_RUN: Final = (
     "not run when the model was built, and the source does not say that it stores a tensor or "
     "None, all register_buffer takes"

@@ -1,0 +1,362 @@
+"""``autoreg fix --style buffer`` consults the source even for a store that ran: where the source
+shows that the same store may store a value a buffer does not take in a configuration the factory
+did not build (``t if use_bias else 0.0``, a parameter whose default is a float), the store is
+listed, not rewritten into ``register_buffer``, which would raise in that configuration. What the
+source leaves unknown (a call of the project's own function) is still rewritten, as the run saw
+it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .fix_support import Project, project
+
+__all__ = ["project"]
+
+# The store ran with a tensor (use_bias=True); use_bias=False stores a float.
+CONDITIONAL = """\
+import torch
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self, dim, use_bias=True):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+        self.scale = torch.ones(dim)
+        self.bias = torch.full((dim,), 0.1) if use_bias else 0.0
+
+    def forward(self, x):
+        return self.lin(x) * self.scale + self.bias
+
+
+def build():
+    return Gate(4), (torch.randn(2, 4),)
+"""
+
+# The factory passes a tensor; Focal() stores the float default.
+DEFAULT = """\
+import torch
+from torch import nn
+
+
+class Focal(nn.Module):
+    def __init__(self, alpha=0.25):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.alpha = alpha
+
+    def forward(self, x):
+        return self.lin(x) * self.alpha
+
+
+def build():
+    return Focal(torch.tensor([0.2, 0.3, 0.5])), (torch.randn(2, 4),)
+"""
+
+# The conditional is bound to a local first.
+LOCAL = """\
+import torch
+from torch import nn
+
+
+class Shift(nn.Module):
+    def __init__(self, dim, learned=True):
+        super().__init__()
+        offset = torch.zeros(dim) if learned else 1
+        self.offset = offset
+
+    def forward(self, x):
+        return x + self.offset
+
+
+def build():
+    return Shift(4), (torch.randn(2, 4),)
+"""
+
+# A boolean operation: temperature=None stores the float.
+FALLBACK = """\
+import torch
+from torch import nn
+
+
+class Softmax(nn.Module):
+    def __init__(self, temperature=None):
+        super().__init__()
+        self.temperature = temperature or 1.0
+
+    def forward(self, x):
+        return (x / self.temperature).softmax(-1)
+
+
+def build():
+    return Softmax(torch.tensor(0.5)), (torch.randn(2, 4),)
+"""
+
+# An empty dict display (its braces quoted in the message) and an nn.Parameter in the other branch.
+DISPLAY_OR_PARAMETER = """\
+import torch
+from torch import nn
+
+
+class Cached(nn.Module):
+    def __init__(self, warm=True, learn=False):
+        super().__init__()
+        self.cache = torch.zeros(3) if warm else {}
+        self.weight = nn.Parameter(torch.ones(3)) if learn else torch.ones(3)
+
+    def forward(self, x):
+        return x * self.weight + self.cache
+
+
+def build():
+    return Cached(), (torch.randn(2, 3),)
+"""
+
+# A store in forward: once __init__ registers the buffer, storing the float there raises too.
+IN_FORWARD = """\
+import torch
+from torch import nn
+
+
+class Decay(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.state = torch.zeros(3)
+
+    def forward(self, x, keep=True):
+        self.state = self.state * 0.9 if keep else 0.0
+        return x + self.state
+
+
+def build():
+    return Decay(), (torch.randn(2, 3),)
+"""
+
+# Guards: what a buffer takes in every configuration, or what the source leaves unknown.
+TENSOR_OR_NONE = """\
+import torch
+from torch import nn
+
+
+class Masked(nn.Module):
+    def __init__(self, flag=True):
+        super().__init__()
+        self.mask = torch.ones(3) if flag else None
+
+    def forward(self, x):
+        return x if self.mask is None else x * self.mask
+
+
+def build():
+    return Masked(), (torch.randn(2, 3),)
+"""
+
+UNKNOWN_CALL = """\
+import torch
+from torch import nn
+
+
+def make_table(n):
+    return torch.arange(n).float()
+
+
+class Table(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = make_table(3)
+
+    def forward(self, x):
+        return x + self.table
+
+
+def build():
+    return Table(), (torch.randn(2, 3),)
+"""
+
+NONE_DEFAULT = """\
+import torch
+from torch import nn
+
+
+class Prior(nn.Module):
+    def __init__(self, prior=None):
+        super().__init__()
+        self.prior = prior
+
+    def forward(self, x):
+        return x if self.prior is None else x + self.prior
+
+
+def build():
+    return Prior(torch.zeros(3)), (torch.randn(2, 3),)
+"""
+
+
+def _added(out: str) -> list[str]:
+    return [line[1:].strip() for line in out.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+
+
+def _removed(out: str) -> list[str]:
+    return [line[1:].strip() for line in out.splitlines() if line[:1] == "-" and line[:3] != "---"]
+
+
+def _line(source: str, text: str) -> int:
+    return [line.strip() for line in source.splitlines()].index(text) + 1
+
+
+def _listed(value: str) -> str:
+    return (
+        "a tensor in the configuration the factory built, but the source may store "
+        f"{value} here in another, and a buffer takes only a tensor or None"
+    )
+
+
+LISTED = [
+    pytest.param(
+        CONDITIONAL,
+        "self.bias = torch.full((dim,), 0.1) if use_bias else 0.0",
+        "Gate.bias",
+        "0.0",
+        ['self.register_buffer("scale", torch.ones(dim), persistent=False)'],
+        id="conditional-expression",
+    ),
+    pytest.param(
+        DEFAULT,
+        "self.alpha = alpha",
+        "Focal.alpha",
+        "0.25 (the default of alpha)",
+        [],
+        id="parameter-with-a-float-default",
+    ),
+    pytest.param(
+        LOCAL,
+        "self.offset = offset",
+        "Shift.offset",
+        "1",
+        [],
+        id="local-bound-to-a-conditional",
+    ),
+    pytest.param(
+        FALLBACK,
+        "self.temperature = temperature or 1.0",
+        "Softmax.temperature",
+        "1.0",
+        [],
+        id="boolean-operation",
+    ),
+    pytest.param(
+        DISPLAY_OR_PARAMETER,
+        "self.cache = torch.zeros(3) if warm else {}",
+        "Cached.cache",
+        "{}",
+        [],
+        id="container-display",
+    ),
+    pytest.param(
+        DISPLAY_OR_PARAMETER,
+        "self.weight = nn.Parameter(torch.ones(3)) if learn else torch.ones(3)",
+        "Cached.weight",
+        "nn.Parameter(torch.ones(3))",
+        [],
+        id="parameter-in-the-other-branch",
+    ),
+    pytest.param(
+        IN_FORWARD,
+        "self.state = self.state * 0.9 if keep else 0.0",
+        "Decay.state",
+        "0.0",
+        ['self.register_buffer("state", torch.zeros(3), persistent=False)'],
+        id="store-in-forward",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "store", "name", "value", "added"), LISTED)
+def test_a_store_that_ran_with_a_tensor_but_may_store_another_value_is_listed(
+    project: Project,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    store: str,
+    name: str,
+    value: str,
+    added: list[str],
+) -> None:
+    """Before: the store was rewritten into register_buffer, which raises TypeError in the
+    configuration that stores the other value."""
+    project.write("m", source)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == added
+    assert store not in _removed(out)
+    line = _line(source, store)
+    assert f"  {project.name}/m.py:{line}: {name}: {_listed(value)}\n" in err
+    attribute = name.partition(".")[2]
+    assert (
+        f"      keep self.{attribute} a plain attribute, or register it only when it is a tensor: "
+        f'self.register_buffer("{attribute}", value, persistent=False) if isinstance(value, '
+        f"torch.Tensor), else self.{attribute} = value\n"
+    ) in err
+
+
+REWRITTEN = [
+    pytest.param(
+        TENSOR_OR_NONE,
+        'self.register_buffer("mask", torch.ones(3) if flag else None, persistent=False)',
+        id="tensor-or-none",
+    ),
+    pytest.param(
+        UNKNOWN_CALL,
+        'self.register_buffer("table", make_table(3), persistent=False)',
+        id="call-of-a-project-function",
+    ),
+    pytest.param(
+        NONE_DEFAULT,
+        'self.register_buffer("prior", prior, persistent=False)',
+        id="parameter-with-a-none-default",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "added"), REWRITTEN)
+def test_a_store_whose_source_shows_no_other_value_is_still_rewritten(
+    project: Project, capsys: pytest.CaptureFixture[str], source: str, added: str
+) -> None:
+    project.write("m", source)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert _added(out) == [added]
+    assert "left for you to edit" not in err
+    assert status == 1  # a diff to apply
+
+
+BUILD_OTHER = """\
+import torch
+from {package}.m import Gate
+model = Gate(4, use_bias=False)
+print(model(torch.randn(2, 4)).shape, sorted(name for name, _ in model.named_buffers()))
+"""
+
+
+@pytest.mark.slow
+def test_the_written_package_still_builds_the_configuration_the_factory_did_not_build(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: Gate(4, use_bias=False) raised TypeError: cannot assign 'float' object to buffer
+    'bias'."""
+    project.write("m", CONDITIONAL)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1, err  # Gate.bias is left for you
+    assert 'self.register_buffer("scale", torch.ones(dim), persistent=False)' in project.read("m")
+    result = subprocess.run(
+        [sys.executable, "-c", BUILD_OTHER.format(package=project.name)],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "torch.Size([2, 4]) ['scale']\n"
