@@ -59,6 +59,7 @@ from ._audit_scope import (
     OBJECT_DEPTH,
     array_dtype,
     carried_by_autoreg,
+    class_entries,
     entries,
     is_device_cache,
     is_holder,
@@ -74,6 +75,7 @@ from ._messages.audits import (
     FIX_AROUND_SETATTR,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
+    FIX_CLASS_ATTRIBUTE,
     FIX_COMPLEX,
     FIX_CONTAINER,
     FIX_CONTAINER_OR_CARRY,
@@ -195,7 +197,7 @@ def locate_unregistered(module: nn.Module) -> list[Located]:
     """``find_unregistered(module)``, each finding with the module that holds it."""
     located: list[Located] = []
     in_place = _follow_in_place(module)
-    _audit(module, "", in_place, set(module.modules()), located, set(), reached=True)
+    _audit(module, "", in_place, set(module.modules()), located, set(), {}, reached=True)
     return located
 
 
@@ -220,6 +222,7 @@ def _audit(
     audited: set[nn.Module],
     located: list[Located],
     walked: set[int],
+    classes: dict[type, list[tuple[str, object, type]]],
     *,
     reached: bool,
 ) -> None:
@@ -228,9 +231,11 @@ def _audit(
     ``in_place``: the ids of the tensors ``.to()`` converts in place (``_follow_in_place``).
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
     not reached, and then nothing in it moves, not even what autoreg carries. ``walked``: the
-    ids of the plain objects and numpy arrays already read.
+    ids of the plain objects, numpy arrays and tensors defined on a class already read;
+    ``classes``: ``_audit_scope.class_entries`` of each class met.
     """
     for prefix, sub in root.named_modules(prefix=base):
+        _class_tensors(sub, prefix, in_place, walked, classes, located)
         for name, value, kind in entries(sub):
             if kind != "value":
                 _held(sub, prefix, name, value, in_place, walked, located)
@@ -274,7 +279,34 @@ def _audit(
                         reported.add(id(tensor))
                         finding = Finding(key, tensor, type(sub).__name__, name, fix)
                         located.append(Located(finding, sub, prefix))
-                _audit(held, path, in_place, audited, located, walked, reached=False)
+                _audit(held, path, in_place, audited, located, walked, classes, reached=False)
+
+
+def _class_tensors(
+    module: nn.Module,
+    prefix: str,
+    in_place: set[int],
+    walked: set[int],
+    classes: dict[type, list[tuple[str, object, type]]],
+    located: list[Located],
+) -> None:
+    """Add to ``located`` the tensors defined on the classes of ``module`` that it reads through
+    its class (no attribute of its own hides them), each once, at the first module that reads
+    it: ``.to()`` converts what an instance holds, never what its class does."""
+    cls = type(module)
+    found = classes.get(cls)
+    if found is None:
+        found = classes[cls] = class_entries(cls)
+    d = module.__dict__
+    for name, value, owner in found:
+        if name in d:
+            continue
+        fix = FIX_CLASS_ATTRIBUTE.format(owner=owner.__name__, name=name)
+        for path, tensor in iter_tensors(value, join(prefix, name)):
+            if id(tensor) in in_place or id(tensor) in walked:
+                continue
+            walked.add(id(tensor))
+            located.append(Located(Finding(path, tensor, cls.__name__, name, fix), module, prefix))
 
 
 def _held(

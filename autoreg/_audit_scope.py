@@ -40,6 +40,7 @@ __all__ = [
     "array_dtype",
     "candidates",
     "carried_by_autoreg",
+    "class_entries",
     "entries",
     "is_device_cache",
     "is_holder",
@@ -100,6 +101,23 @@ def entries(module: nn.Module) -> Iterator[tuple[str, object, str]]:
             yield name, value, "array"
         elif is_holder(name, value):
             yield name, value, "object"
+
+
+def class_entries(cls: type) -> list[tuple[str, object, type]]:
+    """``(name, value, owner)`` for the tensors and containers defined on the classes of ``cls``
+    (the first definition of each name in the MRO, as lookup finds it; dunder names aside). An
+    instance without an attribute of its own under the name reads it through its class, and
+    ``.to()`` converts what the instance holds, never what its class does."""
+    found: list[tuple[str, object, type]] = []
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if name in seen or name.startswith("__"):
+                continue
+            seen.add(name)
+            if issubclass(type(value), (torch.Tensor, *CONTAINERS)):  # the type: see entries
+                found.append((name, value, klass))
+    return found
 
 
 def carried_by_autoreg(module: nn.Module, name: str, value: object) -> bool:

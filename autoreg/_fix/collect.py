@@ -29,6 +29,7 @@ from .._messages.fix import (
     FIX_HAND_ARRAYS,
     FIX_HAND_AUTOGRAD,
     FIX_HAND_AUTOGRAD_EDIT,
+    FIX_HAND_CLASS_ATTRIBUTE,
     FIX_HAND_DEVICE_CACHE,
     FIX_HAND_DEVICE_CACHE_EDIT,
     FIX_HAND_FINDING,
@@ -127,6 +128,13 @@ def _stray(
     def hand(reason: str, edit: str) -> Stray:
         return Stray(classes, attribute, Kind.HAND, sites, reason=reason, edit=edit)
 
+    owner = next((k for k in cls.__mro__ if attribute in vars(k)), None)
+    if (
+        attribute not in module.__dict__
+        and owner is not None
+        and any(True for _ in iter_tensors(vars(owner)[attribute]))
+    ):  # read through the class (the audit's _class_tensors)
+        return hand(FIX_HAND_CLASS_ATTRIBUTE.format(owner=owner.__qualname__), fix)
     viewed = next(
         (p for _, t in iter_tensors(value) if (p := viewed_parameter(module, t)) is not None), None
     )

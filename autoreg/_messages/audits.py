@@ -33,6 +33,12 @@ FIX_AROUND_SETATTR: Final = (
     "self.{name} = ..., and autoreg registers or carries it"
 )
 
+FIX_CLASS_ATTRIBUTE: Final = (
+    "defined on the class {owner}, which .to() never converts (it converts what each instance "
+    "holds): assign it in __init__ instead (self.{name} = ... on autoreg.Module, or "
+    "register_buffer('{name}', ..., persistent=False))"
+)
+
 FIX_NO_SLOT: Final = (
     "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
 )

@@ -296,6 +296,10 @@ FIX_HAND_ARRAYS: Final = "numpy arrays ({paths}): neither .to() nor autoreg move
 
 FIX_HAND_STORED: Final = "stored by forward, where .to() leaves it"
 
+FIX_HAND_CLASS_ATTRIBUTE: Final = (
+    "defined on the class {owner}: neither .to() nor autoreg moves what a class holds"
+)
+
 FIX_FORWARD_STRAYS: Final = (
     "note: the forward of {target} makes or takes {count} {tensors} that would stay behind when "
     "the model moves; autoreg fix does not rewrite forward code: autoreg audit {target} --forward "

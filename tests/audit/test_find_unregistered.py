@@ -827,3 +827,55 @@ def test_a_kept_view_of_a_parameter_says_so_in_its_fix() -> None:
         assert finding.fix.startswith("a view of the parameter linear.weight, kept: ")
     model.to(torch.float64)
     assert model.transposed.dtype == torch.float32
+
+
+# --- tensors defined on the class -----------------------------------------------------------------
+
+
+class _Scaled(nn.Module):
+    """A tensor defined in the class body: every instance reads it, and ``.to()`` converts only
+    what an instance holds."""
+
+    table = torch.linspace(0, 1, 3)
+    sizes = (2, 3)  # a class-level container without tensors: nothing to report
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+
+class _Shadowed(_Scaled):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("offset", torch.zeros(3))
+        self.__dict__["table"] = torch.ones(3)  # the instance's own, which .to() leaves too
+
+
+class _AutoScaled(autoreg.Module):
+    anchors = [torch.ones(2), torch.zeros(2)]
+
+
+def test_a_tensor_defined_on_the_class_is_reported_once_with_its_fix() -> None:
+    """Before: never reported, though ``.double()`` leaves it (an instance reads it through the
+    class)."""
+    root = nn.Sequential(_Scaled(), _Scaled(), _AutoScaled())
+    found = autoreg.find_unregistered(root)
+    assert [(f.path, f.class_name, f.attribute) for f in found] == [
+        ("0.table", "_Scaled", "table"),
+        ("2.anchors[0]", "_AutoScaled", "anchors"),
+        ("2.anchors[1]", "_AutoScaled", "anchors"),
+    ]
+    assert found[0].tensor is _Scaled.table
+    assert found[0].fix == (
+        "defined on the class _Scaled, which .to() never converts (it converts what each "
+        "instance holds): assign it in __init__ instead (self.table = ... on autoreg.Module, or "
+        "register_buffer('table', ..., persistent=False))"
+    )
+    root.double()
+    assert root[1].table.dtype == torch.float32  # left behind, as reported
+
+
+def test_a_class_tensor_the_instance_hides_is_not_what_it_reads() -> None:
+    module = _Shadowed()
+    assert paths(module) == ["table"]  # the instance's own plain attribute, with its own fix
+    assert autoreg.find_unregistered(module)[0].tensor is not _Scaled.table

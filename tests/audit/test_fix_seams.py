@@ -90,6 +90,45 @@ def test_a_held_object_and_a_numpy_array_are_listed_with_what_is_true_and_the_au
     assert f"{project.name}/m.py:18: Net.table" in err
 
 
+CLASS_TENSOR = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    table = torch.linspace(0, 1, 3)
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.proj(x) * self.table
+
+
+def build():
+    return Net(), (torch.ones(2, 3),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_tensor_defined_on_the_class_is_found_and_listed_with_what_is_true(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """Before: the attribute audit never reported it, though .double() leaves it float32 (the
+    forward audit named only its line, as made before forward); autoreg moves it in no style."""
+    project.write("m", CLASS_TENSOR)
+    target = f"{project.name}.m:build"
+    status, out = audit(project, capsys, target)
+    assert status == 1
+    assert "table  Net" in out
+    status, out, err = project.fix(capsys, target, "--style", style)
+    assert (status, out) == (1, "")
+    assert hand_lines(err) == [
+        "Net.table: defined on the class Net: neither .to() nor autoreg moves what a class holds"
+    ]
+
+
 MIXED = """\
 import numpy as np
 import torch
