@@ -33,6 +33,7 @@ from typing import Any, Final
 from torch import nn
 
 from ._execute import register_pending
+from ._facts import is_compiling
 from ._record import ClassRecord
 from ._state import CONSTRUCTING, EARLY, PENDING, Building, is_building
 
@@ -87,7 +88,7 @@ def _constructing(method: Any) -> Callable[..., Any]:
             finally:
                 EARLY.discard(early)
         else:
-            if is_building(d) or (EARLY and id(d) in EARLY):  # an inner call
+            if is_building(d, is_compiling()) or (EARLY and id(d) in EARLY):  # an inner call
                 return call(self, *args, **kwargs)
             mark = Building(d)  # replaces a mark a copy of another's __dict__ brought
             d[CONSTRUCTING] = mark

@@ -219,10 +219,10 @@ def situation(
                     if compiling or not from_setattr
                     else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
-    mark = d.get(CONSTRUCTING)  # _state.Building: its owner is d only on the instance built
+    mark = d.get(CONSTRUCTING)  # _state.is_building, inline: an assignment's hot path
     constructing = (
         registry is UNBUILT
-        or (mark is not None and mark.owner is d)
+        or (mark is not None and (mark.owner is not None if compiling else mark.owner is d))
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]

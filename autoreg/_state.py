@@ -135,8 +135,13 @@ class Building:
         return Building, (None,)
 
 
-def is_building(d: dict[str, object]) -> bool:
+def is_building(d: dict[str, object], compiling: bool) -> bool:
     """Whether the instance whose ``__dict__`` is ``d`` holds the mark of a construction method
-    running for it (``Building``), not one it got with a copy of another's ``__dict__``."""
+    running for it (``Building``), not one it got with a copy of another's ``__dict__``. Inside
+    code dynamo compiles, whether its call runs: dynamo before torch 2.12 answers ``is`` between
+    two dicts read from different places as False (a copy holding the mark of a call that still
+    runs is then taken for the instance built)."""
     mark = d.get(CONSTRUCTING)
-    return type(mark) is Building and mark.owner is d
+    if type(mark) is not Building:
+        return False
+    return mark.owner is not None if compiling else mark.owner is d

@@ -1041,6 +1041,36 @@ def test_a_construction_dynamo_traces_whole_is_construction() -> None:
     assert dict(twin_reset.named_buffers()).keys() == {"table", "fresh"}
 
 
+class NestedTables(Tables):
+    def reset_buffers(self) -> None:
+        super().reset_buffers()  # an inner call of a construction method
+        self.later = torch.zeros(2)  # after it returns: still being built
+
+
+class TwinNestedTables(TwinTables):
+    def reset_buffers(self) -> None:
+        super().reset_buffers()
+        self.register_buffer("later", torch.zeros(2), persistent=False)
+
+
+@pytest.mark.parametrize("cls", [NestedTables, TwinNestedTables], ids=["autoreg", "twin"])
+def test_a_construction_method_that_calls_its_base_inside_a_compiled_function_builds_buffers(
+    cls: type[nn.Module],
+) -> None:
+    """The mark of the outer call stands through the inner one, in compiled code too, where
+    dynamo before torch 2.12 cannot compare the mark's dict with the instance's by identity."""
+    torch._dynamo.reset()
+    module = cls()
+
+    def reset(x: torch.Tensor) -> torch.Tensor:
+        module.reset_buffers()  # type: ignore[operator]
+        return x + module.fresh + module.later
+
+    torch.compile(reset, backend="eager")(torch.ones(2))
+    assert dict(module.named_buffers()).keys() == {"table", "fresh", "later"}
+    assert not [key for key in vars(module) if key.startswith("_autoreg_constructing")]
+
+
 @pytest.mark.xfail(
     torch.__version__ < "2.12",
     strict=True,
