@@ -238,8 +238,9 @@ def _carrying(
         conversion.run()  # where nn.Module has just converted the module's buffers
         return result
     result = apply_next(module, fn) if recurse else apply_next(module, fn, recurse)
-    # Where nn.Module has just converted the module's buffers: what the module carries.
-    for name, key in names.items():  # (only d changes below)
+    # Where nn.Module has just converted the module's buffers: what the module carries. (A
+    # snapshot of the list: fn may store new state on the module, and carry() adds in place.)
+    for name, key in tuple(names.items()):
         tensor = d.get(name)
         if tensor is None or d.get(key) != CARRIED:
             continue

@@ -316,3 +316,24 @@ def test_an_override_that_keeps_a_dtype_ends_with_it_and_plain_leaves_the_values
     assert original.table.dtype == migrated.table.dtype == plain.table.dtype == torch.float32
     assert torch.equal(plain.table, original.table)
     assert torch.equal(migrated.table, original.table.half().float())
+
+
+@pytest.mark.parametrize("carried", [1, 2], ids=["one carried", "two carried"])
+def test_a_name_carried_while_the_module_converts_is_stored_as_on_the_twin(carried: int) -> None:
+    """A conversion with a side effect (a function given to ``_apply`` that stores new state on
+    the module, as another thread could meanwhile): nn.Module converts and stores as usual.
+    (The list of carried names grows in place: iterated while a name was added, it raised
+    "dictionary changed size during iteration".)"""
+    module = autoreg.Module()
+    for index in range(carried):
+        setattr(module, f"state{index}", torch.zeros(1))  # run time: carried
+
+    def convert(tensor: torch.Tensor) -> torch.Tensor:
+        if "late" not in vars(module):
+            module.late = torch.zeros(1)  # a new carried name, in the middle of the conversion
+        return tensor.double()
+
+    module._apply(convert)
+    assert [getattr(module, f"state{i}").dtype for i in range(carried)] == [torch.float64] * carried
+    assert module.late.dtype == torch.float32  # stored after the list was read: as on the twin
+    assert module.double().late.dtype == torch.float64  # and carried from then on
