@@ -105,11 +105,13 @@ def entries(module: nn.Module) -> Iterator[tuple[str, object, str]]:
 
 def class_entries(cls: type) -> list[tuple[str, object, type]]:
     """``(name, value, owner)`` for the tensors and containers defined on the classes of ``cls``
-    (the first definition of each name in the MRO, as lookup finds it; dunder names aside). An
-    instance without an attribute of its own under the name reads it through its class, and
-    ``.to()`` converts what the instance holds, never what its class does."""
+    (the first definition of each name in the MRO, as lookup finds it; dunder names, and names an
+    autoreg class declares ``autoreg.Plain``, aside). An instance without an attribute of its own
+    under the name reads it through its class, and ``.to()`` converts what the instance holds,
+    never what its class does."""
     found: list[tuple[str, object, type]] = []
-    seen: set[str] = set()
+    declarations = cls.__autoreg__.declarations if issubclass(cls, AutoRegisterMixin) else {}
+    seen = {name for name, declared in declarations.items() if declared is Declaration.PLAIN}
     for klass in cls.__mro__:
         for name, value in vars(klass).items():
             if name in seen or name.startswith("__"):

@@ -879,3 +879,10 @@ def test_a_class_tensor_the_instance_hides_is_not_what_it_reads() -> None:
     module = _Shadowed()
     assert paths(module) == ["table"]  # the instance's own plain attribute, with its own fix
     assert autoreg.find_unregistered(module)[0].tensor is not _Scaled.table
+
+
+def test_a_class_tensor_under_a_name_declared_plain_is_kept_in_place_on_purpose() -> None:
+    class Lookup(autoreg.Module):
+        lookup: autoreg.Plain = torch.arange(3)
+
+    assert paths(Lookup()) == []
