@@ -436,9 +436,12 @@ def other_value(
     A store that ran with a tensor is judged by the run, but one run is one configuration: in
     ``t if use_bias else 0.0``, ``scale or 1.0``, a parameter ``alpha=0.25`` the factory passed a
     tensor for, or a local bound to such an expression, the other configuration stores a value
-    that register_buffer (or a buffer) refuses. Only an alternative the source spells out counts
-    (a literal, an ``nn.Parameter``, such a default): a call of the project's own function that
-    returned a tensor is trusted, as the run saw it.
+    that register_buffer (or a buffer) refuses. An alternative counts where the source spells it
+    out (a literal, an ``nn.Parameter``, the default of ``get(key, 0.25)``) and where a parameter's
+    default is not shown to be a tensor or None (``scale=DEFAULT_SCALE``, ``angle=math.pi``): the
+    configuration that uses the default stores it. A branch taken only for a tensor
+    (``s if isinstance(s, torch.Tensor) else torch.tensor(s)``) stores none, and a call of the
+    project's own function that returned a tensor is trusted, as the run saw it.
     """
     followed: dict[str, _Other] = {}
 
@@ -448,7 +451,14 @@ def other_value(
         if found is not None:
             return (node, None) if found not in takes else None
         if isinstance(node, cst.IfExp):
-            return other(node.body, names) or other(node.orelse, names)
+            checked = _tensor_check(node.test)  # a name the test proves a tensor, or not one
+            body = None if _is_checked(node.body, checked, True) else other(node.body, names)
+            if body is not None or _is_checked(node.orelse, checked, False):
+                return body
+            return other(node.orelse, names)
+        if isinstance(node, cst.Call):  # get(key, default), getattr(obj, name, default)
+            fallback = _fallback(node)
+            return None if fallback is None else other(fallback, names)
         if isinstance(node, cst.BooleanOperation):
             return other(node.left, names) or other(node.right, names)
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
@@ -470,6 +480,8 @@ def other_value(
             default = other(param.default, names)
             if default is not None:
                 return default[0], default[1] or variable
+            if value_kind(param.default, method, self_name, attribute, torch_names) is None:
+                return param.default, variable  # a value the source names, not shown a tensor
         for bound in _bindings(variable, method) or []:
             found = other(bound, names)
             if found is not None:
@@ -477,6 +489,39 @@ def other_value(
         return None
 
     return other(value, ())
+
+
+def _tensor_check(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """``(name, True)`` for ``isinstance(name, torch.Tensor)`` (a tuple of types that holds it
+    too), ``(name, False)`` for its negation; None for any other test."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+    if not isinstance(call, cst.Call) or not m.matches(
+        call, m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name()), m.Arg()])
+    ):
+        return None
+    types = call.args[1].value
+    listed = [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]
+    if not any(dotted(t).rpartition(".")[2] == "Tensor" for t in listed):
+        return None
+    return call.args[0].value.value, not negated  # type: ignore[attr-defined]
+
+
+def _is_checked(node: cst.BaseExpression, checked: tuple[str, bool] | None, when: bool) -> bool:
+    """Whether ``node`` is the name a tensor check proves a tensor in the branch taken ``when``
+    the test is true (True: the body) or false (False: the else branch)."""
+    return checked is not None and checked[1] is when and m.matches(node, m.Name(checked[0]))
+
+
+def _fallback(call: cst.Call) -> cst.BaseExpression | None:
+    """The default of ``mapping.get(key, default)`` and ``getattr(obj, name, default)``: what
+    the call returns when the key or attribute is missing."""
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if m.matches(call.func, m.Attribute(attr=m.Name("get"))) and len(positional) == 2:
+        return positional[1]
+    if m.matches(call.func, m.Name("getattr")) and len(positional) == 3:
+        return positional[2]
+    return None
 
 
 def _call(

@@ -116,6 +116,52 @@ def build():
     return Cached(), (torch.randn(2, 3),)
 """
 
+# Defaults the source names without spelling the value: a module constant, math.pi, and a
+# dict's get(key, default).
+NAMED_DEFAULTS = """\
+import math
+
+import torch
+from torch import nn
+
+DEFAULT_SCALE = 0.5
+
+
+class Scaled(nn.Module):
+    def __init__(self, scale=DEFAULT_SCALE, angle=math.pi, **options):
+        super().__init__()
+        self.scale = scale
+        self.angle = angle
+        self.alpha = options.get("alpha", 0.25)
+
+    def forward(self, x):
+        return x * self.scale * self.angle * self.alpha
+
+
+def build():
+    one = torch.tensor(1.0)
+    return Scaled(one, one, alpha=one), (torch.randn(2, 3),)
+"""
+
+# The idiom that accepts a number or a tensor and always stores a tensor.
+GUARDED = """\
+import torch
+from torch import nn
+
+
+class Guarded(nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.scale = scale if isinstance(scale, torch.Tensor) else torch.tensor(scale)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def build():
+    return Guarded(), (torch.randn(2, 3),)
+"""
+
 # A store in forward: once __init__ registers the buffer, storing the float there raises too.
 IN_FORWARD = """\
 import torch
@@ -272,6 +318,30 @@ LISTED = [
         ['self.register_buffer("state", torch.zeros(3), persistent=False)'],
         id="store-in-forward",
     ),
+    pytest.param(
+        NAMED_DEFAULTS,
+        "self.scale = scale",
+        "Scaled.scale",
+        "DEFAULT_SCALE (the default of scale)",
+        [],
+        id="a-module-constant-default",
+    ),
+    pytest.param(
+        NAMED_DEFAULTS,
+        "self.angle = angle",
+        "Scaled.angle",
+        "math.pi (the default of angle)",
+        [],
+        id="an-attribute-default",
+    ),
+    pytest.param(
+        NAMED_DEFAULTS,
+        'self.alpha = options.get("alpha", 0.25)',
+        "Scaled.alpha",
+        "0.25",
+        [],
+        id="the-default-of-get",
+    ),
 ]
 
 
@@ -317,6 +387,12 @@ REWRITTEN = [
         NONE_DEFAULT,
         'self.register_buffer("prior", prior, persistent=False)',
         id="parameter-with-a-none-default",
+    ),
+    pytest.param(
+        GUARDED,
+        'self.register_buffer("scale", scale if isinstance(scale, torch.Tensor) else '
+        "torch.tensor(scale), persistent=False)",
+        id="a-branch-taken-only-for-a-tensor",
     ),
 ]
 
