@@ -19,6 +19,9 @@ of each is written. Not findings (``_audit_scope`` decides all but the first):
   converts those tensors - except leaves that require grad, which it leaves, so those are
   findings. Only an instance of an autoreg class carries: one unpickled after its class went back
   to ``nn.Module`` keeps autoreg's keys, but no ``.to()`` acts on them any more;
+- what the class's own ``_apply`` (outside torch and autoreg) moves, as torchmetrics' ``Metric``
+  moves its states: read from a deep copy of that module converted to the meta device
+  (``_left_by_own_apply``; a module too large to copy keeps every finding);
 - a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
   whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
   the model fills it in an eval forward and looks entries up by the device it runs on, and its
@@ -49,7 +52,9 @@ constants in plain attributes, class weights kept in a config object that the lo
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import warnings
 from typing import Any
 
 import torch
@@ -236,11 +241,13 @@ def _audit(
     """
     for prefix, sub in root.named_modules(prefix=base):
         _class_tensors(sub, prefix, in_place, walked, classes, located)
+        own_apply = reached and overrides_apply(type(sub))
+        left: dict[str, set[str]] | None = None  # what sub's own _apply leaves, read when needed
         for name, value, kind in entries(sub):
             if kind != "value":
                 _held(sub, prefix, name, value, in_place, walked, located)
                 continue
-            if reached and is_device_cache(value) and overrides_apply(type(sub)):
+            if own_apply and is_device_cache(value):
                 continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except leaves that require grad.
             moves = reached and carried_by_autoreg(sub, name, value)
@@ -250,6 +257,11 @@ def _audit(
                     continue
                 if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue
+                if own_apply:
+                    left = _left_by_own_apply(sub) if left is None else left
+                    relative = path[len(prefix) + 1 :] if prefix else path
+                    if name in left and relative not in left[name]:
+                        continue  # its class's own _apply moves it (torchmetrics' states)
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
                 if reached:
@@ -307,6 +319,32 @@ def _class_tensors(
                 continue
             walked.add(id(tensor))
             located.append(Located(Finding(path, tensor, cls.__name__, name, fix), module, prefix))
+
+
+# The most elements a module whose class has its own _apply may hold for the audit to copy it:
+# larger, its findings stand as read (a copy of a large model costs its memory).
+_OWN_APPLY_COPY_LIMIT = 1 << 22
+
+
+def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]]:
+    """What ``.to("meta")`` leaves off the meta device in a deep copy of ``module``, whose class
+    has an ``_apply`` of its own outside torch and autoreg (torchmetrics' ``Metric`` converts its
+    states there): by attribute, the paths of its tensors (``iter_tensors``). Empty (every tensor
+    found is reported) when the module is too large to copy, or the copy or its conversion
+    fails: the audit then says what it reads."""
+    size = sum(t.numel() for t in (*module.parameters(), *module.buffers()))
+    if size > _OWN_APPLY_COPY_LIMIT:
+        return {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            moved = copy.deepcopy(module).to("meta")
+    except Exception:  # noqa: BLE001 - any failure: the findings stand as read
+        return {}
+    return {
+        name: {path for path, tensor in iter_tensors(value, name) if not tensor.is_meta}
+        for name, value in vars(moved).items()
+    }
 
 
 def _held(

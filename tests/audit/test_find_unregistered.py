@@ -696,6 +696,16 @@ def test_a_per_device_cache_that_apply_keeps_is_a_finding_with_its_fix() -> None
     assert module.cache["cpu"].dtype == torch.float32
 
 
+class LoggedApply(DeviceCache):
+    """An ``_apply`` of its own that converts nothing more than nn.Module's."""
+
+    calls = 0
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        LoggedApply.calls += 1
+        return super()._apply(fn, recurse)
+
+
 @pytest.mark.parametrize(
     "cache",
     [{"k": torch.ones(1)}, {"cpu": torch.ones(1), "k": torch.ones(1)}, {0: torch.ones(1)}],
@@ -704,10 +714,15 @@ def test_a_per_device_cache_that_apply_keeps_is_a_finding_with_its_fix() -> None
 def test_a_dict_not_keyed_by_device_names_is_a_finding_even_if_apply_is_overridden(
     cache: dict[Any, torch.Tensor],
 ) -> None:
-    module = EmptiedDeviceCache()
+    """An ``_apply`` of the class's own that leaves the dict as it is: its entries stay behind.
+    (One that empties the dict, as ``EmptiedDeviceCache``'s does, leaves nothing behind: what a
+    class's own ``_apply`` moves is read from a converted copy.)"""
+    module = LoggedApply()
     module.cache = cache
 
     assert len(autoreg.find_unregistered(module)) == len(cache)
+    module.to("meta")
+    assert all(not tensor.is_meta for tensor in module.cache.values())  # they stayed
 
 
 # --- complex tensors: a buffer would lose its imaginary part -------------------------------------
@@ -886,3 +901,29 @@ def test_a_class_tensor_under_a_name_declared_plain_is_kept_in_place_on_purpose(
         lookup: autoreg.Plain = torch.arange(3)
 
     assert paths(Lookup()) == []
+
+
+class _MovesItsState(nn.Module):
+    """A class whose own ``_apply`` converts a plain attribute (as torchmetrics' ``Metric``
+    converts its states), beside one it leaves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = torch.zeros(2)
+        self.defaults = {"state": torch.zeros(2)}
+        self.kept = torch.ones(2)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> nn.Module:
+        super()._apply(fn, recurse)
+        self.state = fn(self.state)
+        self.defaults = {key: fn(value) for key, value in self.defaults.items()}
+        return self
+
+
+def test_what_a_classs_own_apply_moves_is_not_a_finding() -> None:
+    """Before: ``state`` and ``defaults['state']`` were reported, though ``.to()`` moves them."""
+    module = nn.Sequential(_MovesItsState())
+    assert paths(module) == ["0.kept"]
+    module.to("meta")
+    assert module[0].state.is_meta  # what the audit said
+    assert not module[0].kept.is_meta

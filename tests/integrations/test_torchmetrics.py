@@ -205,3 +205,17 @@ def test_ddp_does_not_overwrite_per_rank_metric_states(tmp_path: Path) -> None:
         assert "error" not in result, f"rank {rank}:\n{result['error']}"
         assert result["TwinSum"] == expected, f"rank {rank}"
         assert result["AutoSum"] == expected, f"rank {rank}"  # main: rank 0's states broadcast
+
+
+# --- the attribute audit -------------------------------------------------------------------------
+
+
+def test_the_states_a_metrics_own_apply_moves_are_not_findings() -> None:
+    """Before: a metric's states and their defaults were reported as left behind by .to(),
+    though ``Metric._apply`` moves them; the model's own stray next to it still is."""
+    model = AutoModel()
+    model.mse.update(torch.ones(2), torch.zeros(2))
+    assert autoreg.find_unregistered(MeanSquaredError()) == []
+    plain = nn.Sequential(MeanSquaredError())
+    plain.stray = torch.ones(1)  # a plain attribute of the plain root: left by .to()
+    assert [finding.path for finding in autoreg.find_unregistered(plain)] == ["stray"]
