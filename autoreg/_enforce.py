@@ -9,11 +9,10 @@ the first time a class sees a (concern, name): the steady-state assignment path 
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 import warnings
-from typing import Any, Final
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,6 +21,7 @@ from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
 from ._facts import why_no_buffer_slot
+from ._frames import AUTOREG_DIR
 from ._messages.contract import (
     CARRIED_COMPLEX,
     CARRY_COMPLEX,
@@ -126,11 +126,8 @@ def _assignment_level(record: ClassRecord) -> int:
     frame: types.FrameType | None = sys._getframe(2)  # the caller of _warn_once's caller
     level = 2
     while frame is not None and (
-        frame.f_code.co_filename.startswith(_PACKAGE) or id(frame.f_code) in record.setattr_codes
+        frame.f_code.co_filename.startswith(AUTOREG_DIR) or id(frame.f_code) in record.setattr_codes
     ):
         frame = frame.f_back
         level += 1
     return level
-
-
-_PACKAGE: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep  # autoreg's own code

@@ -32,7 +32,7 @@ from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import attribute, compiled_attribution
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, Building
+from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -219,14 +219,9 @@ def situation(
                     if compiling or not from_setattr
                     else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
-    mark = d.get(CONSTRUCTING)  # _state.is_building, inline: an assignment's hot path
     constructing = (
         registry is UNBUILT
-        or (
-            mark is not None
-            and type(mark) is Building
-            and (mark.owner is not None if compiling else mark.owner is d)
-        )
+        or (CONSTRUCTING in d and is_building(d, compiling))  # a call only when marked
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
     if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]

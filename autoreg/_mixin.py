@@ -311,8 +311,8 @@ def _store_then_enforce(
     name = s[0]
     key = role_key(name)
     before = {k: d[k] for k in (name, key, CARRYING) if k in d}
-    carrying = before.get(CARRYING)
-    listed_before = type(carrying) is dict and name in carrying
+    if type(before.get(CARRYING)) is dict:  # a copy: carry() adds to the list in place (_state)
+        before[CARRYING] = dict(before[CARRYING])
     execute(module, record, s, value, decision)
     if d.get(name) is not value:
         return
@@ -324,10 +324,6 @@ def _store_then_enforce(
                 d[k] = before[k]
             else:
                 d.pop(k, None)
-        carrying = d.get(CARRYING)
-        if type(carrying) is dict and name in carrying and not listed_before:
-            # carry() added the name in place: a new list without it (_state)
-            d[CARRYING] = {k: v for k, v in carrying.items() if k != name}
         raise
 
 

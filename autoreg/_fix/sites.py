@@ -27,13 +27,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from .._frames import AUTOREG_DIR
 from .._mixin import AutoRegisterMixin
 from .._record import read_setattr_codes
 from .strays import Site
 
 __all__ = ["Stores", "record_stores"]
-
-_AUTOREG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class Stores:
@@ -98,7 +97,7 @@ def _storing_frame(frame: FrameType | None, setattr_codes: dict[int, CodeType]) 
     overrides (``setattr_codes``) and autoreg's own skipped. A ``__setattr__`` of another object
     that stores into the module (a proxy's) is where the store is made."""
     while frame is not None and (
-        id(frame.f_code) in setattr_codes or frame.f_code.co_filename.startswith(_AUTOREG)
+        id(frame.f_code) in setattr_codes or frame.f_code.co_filename.startswith(AUTOREG_DIR)
     ):
         frame = frame.f_back
     return frame
