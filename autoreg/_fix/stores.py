@@ -451,7 +451,7 @@ def other_value(
         if found is not None:
             return (node, None) if found not in takes else None
         if isinstance(node, cst.IfExp):
-            checked = _tensor_check(node.test)  # a name the test proves a tensor, or not one
+            checked = _tensor_check(node.test, torch_names)  # a name proven a tensor, or not
             body = None if _is_checked(node.body, checked, True) else other(node.body, names)
             if body is not None or _is_checked(node.orelse, checked, False):
                 return body
@@ -491,18 +491,19 @@ def other_value(
     return other(value, ())
 
 
-def _tensor_check(test: cst.BaseExpression) -> tuple[str, bool] | None:
-    """``(name, True)`` for ``isinstance(name, torch.Tensor)`` (a tuple of types that holds it
-    too), ``(name, False)`` for its negation; None for any other test."""
+def _tensor_check(test: cst.BaseExpression, torch_names: frozenset[str]) -> tuple[str, bool] | None:
+    """``(name, True)`` for ``isinstance(name, torch.Tensor)`` (``torch`` a name the file binds
+    to the torch module), ``(name, False)`` for its negation; None for any other test. A tuple of
+    types proves nothing (``(torch.Tensor, float)``), nor does a class the file names ``Tensor``
+    (another library's, maybe): the branch it guards is then judged as any other."""
     negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
     call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
     if not isinstance(call, cst.Call) or not m.matches(
         call, m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name()), m.Arg()])
     ):
         return None
-    types = call.args[1].value
-    listed = [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]
-    if not any(dotted(t).rpartition(".")[2] == "Tensor" for t in listed):
+    head, _, last = dotted(call.args[1].value).partition(".")
+    if head not in torch_names or last != "Tensor":
         return None
     return call.args[0].value.value, not negated  # type: ignore[attr-defined]
 

@@ -162,6 +162,31 @@ def build():
     return Guarded(), (torch.randn(2, 3),)
 """
 
+# Tests that prove nothing about the name: a tuple of types, a class of another library's named
+# Tensor.
+LOOSE_CHECKS = """\
+import torch
+from torch import nn
+
+
+class Tensor:
+    pass
+
+
+class Loose(nn.Module):
+    def __init__(self, scale=1.0, shift=2.0):
+        super().__init__()
+        self.scale = scale if isinstance(scale, (torch.Tensor, float)) else torch.tensor(scale)
+        self.shift = shift if isinstance(shift, Tensor) else torch.tensor(0.0)
+
+    def forward(self, x):
+        return x * self.scale + self.shift
+
+
+def build():
+    return Loose(torch.tensor(2.0), torch.tensor(1.0)), (torch.randn(2, 3),)
+"""
+
 # A store in forward: once __init__ registers the buffer, storing the float there raises too.
 IN_FORWARD = """\
 import torch
@@ -341,6 +366,22 @@ LISTED = [
         "0.25",
         [],
         id="the-default-of-get",
+    ),
+    pytest.param(
+        LOOSE_CHECKS,
+        "self.scale = scale if isinstance(scale, (torch.Tensor, float)) else torch.tensor(scale)",
+        "Loose.scale",
+        "1.0 (the default of scale)",
+        [],
+        id="a-check-against-a-tuple-of-types",
+    ),
+    pytest.param(
+        LOOSE_CHECKS,
+        "self.shift = shift if isinstance(shift, Tensor) else torch.tensor(0.0)",
+        "Loose.shift",
+        "2.0 (the default of shift)",
+        [],
+        id="a-check-against-another-class-named-tensor",
     ),
 ]
 
