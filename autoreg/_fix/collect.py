@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .._audit import locate_unregistered, viewed_parameter
-from .._audit_scope import is_device_cache
+from .._audit_scope import class_entries, is_device_cache
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._frames import location
@@ -117,6 +117,12 @@ def _not_moved(kind: str, value: object, paths: list[str]) -> str:
     return (FIX_HAND_ARRAYS if several else FIX_HAND_ARRAY).format(paths=", ".join(paths))
 
 
+def _holds_tensor(value: object) -> bool:
+    """Whether ``value`` holds a tensor (a forward that stores one under a name the class gives
+    a tuple of numbers is no class attribute's)."""
+    return any(True for _ in iter_tensors(value))
+
+
 def _stray(
     cls: type, attribute: str, module: nn.Module, sites: tuple[Site, ...], fix: str
 ) -> Stray:
@@ -128,13 +134,13 @@ def _stray(
     def hand(reason: str, edit: str) -> Stray:
         return Stray(classes, attribute, Kind.HAND, sites, reason=reason, edit=edit)
 
-    owner = next((k for k in cls.__mro__ if attribute in vars(k)), None)
-    if (
-        attribute not in module.__dict__
-        and owner is not None
-        and any(True for _ in iter_tensors(vars(owner)[attribute]))
-    ):  # read through the class (the audit's _class_tensors)
-        return hand(FIX_HAND_CLASS_ATTRIBUTE.format(owner=owner.__qualname__), fix)
+    if attribute not in module.__dict__:  # read through the class, as the audit found it
+        owner = next(
+            (k for name, on, k in class_entries(cls) if name == attribute and _holds_tensor(on)),
+            None,
+        )
+        if owner is not None:
+            return hand(FIX_HAND_CLASS_ATTRIBUTE.format(owner=owner.__qualname__), fix)
     viewed = next(
         (p for _, t in iter_tensors(value) if (p := viewed_parameter(module, t)) is not None), None
     )
