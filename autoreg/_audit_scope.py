@@ -147,11 +147,14 @@ def _is_device_name(key: object) -> bool:
 
 
 def overrides_apply(cls: type) -> bool:
-    """Whether a class of ``cls.__mro__`` outside torch and autoreg defines ``_apply``."""
-    return any(
-        "_apply" in vars(klass) and klass.__module__.partition(".")[0] not in ("torch", "autoreg")
-        for klass in cls.__mro__
-    )
+    """Whether the ``_apply`` of ``cls`` is code of its own: another than nn.Module's and the
+    mixin's (by identity: a class may set any ``__module__``)."""
+    function = next(vars(klass)["_apply"] for klass in cls.__mro__ if "_apply" in vars(klass))
+    return function is not _MODULE_APPLY and function is not _MIXIN_APPLY
+
+
+_MODULE_APPLY: Final = vars(nn.Module)["_apply"]
+_MIXIN_APPLY: Final = vars(AutoRegisterMixin)["_apply"]
 
 
 # Where installed packages and Python's own modules live: a framework's to() (Lightning's,

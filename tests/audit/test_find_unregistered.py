@@ -903,26 +903,35 @@ def test_a_class_tensor_under_a_name_declared_plain_is_kept_in_place_on_purpose(
     assert paths(Lookup()) == []
 
 
-class _MovesItsState(nn.Module):
+def _moves_its_state(module: str) -> type[nn.Module]:
     """A class whose own ``_apply`` converts a plain attribute (as torchmetrics' ``Metric``
-    converts its states), beside one it leaves."""
+    converts its states), beside one it leaves; defined in ``module`` (``__module__``)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.state = torch.zeros(2)
-        self.defaults = {"state": torch.zeros(2)}
-        self.kept = torch.ones(2)
+    class MovesItsState(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.state = torch.zeros(2)
+            self.defaults = {"state": torch.zeros(2)}
+            self.kept = torch.ones(2)
 
-    def _apply(self, fn: Any, recurse: bool = True) -> nn.Module:
-        super()._apply(fn, recurse)
-        self.state = fn(self.state)
-        self.defaults = {key: fn(value) for key, value in self.defaults.items()}
-        return self
+        def _apply(self, fn: Any, recurse: bool = True) -> nn.Module:
+            super()._apply(fn, recurse)
+            self.state = fn(self.state)
+            self.defaults = {key: fn(value) for key, value in self.defaults.items()}
+            return self
+
+    MovesItsState.__module__ = module
+    return MovesItsState
 
 
-def test_what_a_classs_own_apply_moves_is_not_a_finding() -> None:
-    """Before: ``state`` and ``defaults['state']`` were reported, though ``.to()`` moves them."""
-    module = nn.Sequential(_MovesItsState())
+@pytest.mark.parametrize(
+    "where", [__name__, "torch.nn.modules.custom"], ids=["own", "torch's path"]
+)
+def test_what_a_classs_own_apply_moves_is_not_a_finding(where: str) -> None:
+    """Before: ``state`` and ``defaults['state']`` were reported, though ``.to()`` moves them;
+    a class whose ``__module__`` names torch's package (numpy-style public paths) was taken for
+    torch's by that name, and its ``_apply`` not asked."""
+    module = nn.Sequential(_moves_its_state(where)())
     assert paths(module) == ["0.kept"]
     module.to("meta")
     assert module[0].state.is_meta  # what the audit said
