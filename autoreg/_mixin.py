@@ -5,14 +5,15 @@ Design note
 Every assignment takes one path: ``situation`` reads its facts, ``decide`` returns what ``classify``
 decided for that situation (kept per class), ``enforce`` applies strict and warn mode, ``execute``
 carries the decision out. There is no second decision: a steady-state assignment (``m.x = 1``, a
-runtime tensor updated in ``forward``, a buffer updated) is a dictionary lookup of a decision
-``classify`` made. What ``.to()`` converts is what those decisions carried, marked per name when
-they were carried out (``_execute``, ``_carry``). One fact is read by ``__setattr__`` itself, after
-``situation``: whether a first tensor stored after construction is torch's own (row 4: fx's
-tracer, FSDP1, DataParallel's replicate, functional_call; ``_facts.TORCH_UNREAD``), from the
-caller's frame. Inside a compiled function, after a graph break, dynamo runs an eager
-``__setattr__`` as it is but compiles the functions it calls as frames of their own, where no
-frame can be read.
+runtime tensor updated in ``forward``) is a dictionary lookup of a decision ``classify`` made; a
+buffer updated with a plain tensor, the commonest, is row 3 whatever the name's role, taken
+without building the situation (``test_rows`` holds ``classify`` to that answer). What ``.to()``
+converts is what those decisions carried, marked per name when they were carried out
+(``_execute``, ``_carry``). One fact is read by ``__setattr__`` itself, after ``situation``:
+whether a first tensor stored after construction is torch's own (row 4: fx's tracer, FSDP1,
+DataParallel's replicate, functional_call; ``_facts.TORCH_UNREAD``), from the caller's frame.
+Inside a compiled function, after a graph break, dynamo runs an eager ``__setattr__`` as it is
+but compiles the functions it calls as frames of their own, where no frame can be read.
 
 Decisions about a class are made when the class is created (``_record``, ``_construction``) and
 finalized when its first instance is assigned to (annotations read again). Per instance, autoreg
@@ -38,6 +39,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+import torch
 from torch import nn
 
 from ._carry import adopt, apply, carry, listed
@@ -47,7 +49,9 @@ from ._declarations import Declaration
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import (
+    BUFFERS,
     RUNTIME_KINDS,
+    TENSOR,
     TORCH_ASSIGNS,
     TORCH_UNREAD,
     Situation,
@@ -81,6 +85,7 @@ from ._state import (
 )
 
 __all__ = ["AutoRegisterMixin", "Module"]
+_TENSOR: Final = torch.Tensor
 
 # What a copy never takes from the state it is made from: a copy is not being built.
 _CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
@@ -153,6 +158,24 @@ class AutoRegisterMixin(_MixinBase):
                 if len(record.role_keys) < CACHE_LIMIT:
                     record.role_keys[name] = key
             role = d.get(key)
+            buffers = d.get("_buffers")
+            if (
+                buffers
+                and type(value) is _TENSOR
+                and name in buffers
+                and "_parameters" in d
+                and name not in d["_parameters"]
+                and not getattr(value, "_is_buffer", False)  # an nn.Buffer is row 1's
+            ):
+                # A buffer updated with a tensor: row 3 whatever the name's role (classify's
+                # answer, tested), the facts situation would read (registries first) read here.
+                if record.direct or role == CARRIED:
+                    s = (name, TENSOR, role, BUFFERS, False, None, False)
+                    execute(self, record, s, value, REGISTERED)
+                else:  # past a base's __setattr__ override, as below
+                    base_setattr: Any = record.setattr_next.__setattr__
+                    base_setattr(self, name, value)
+                return
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if (
                 role is None

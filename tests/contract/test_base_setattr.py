@@ -157,3 +157,45 @@ def test_pyros_own_parameter_declaration() -> None:
         model.double()
         assert model.scale.dtype == torch.float64
         torch.testing.assert_close(model.scale, torch.ones(2, dtype=torch.float64))
+
+
+def test_every_buffer_update_reaches_the_base_as_on_the_twin() -> None:
+    """A buffer updated at run time (a plain tensor, None, an ``nn.Buffer``, a tensor subclass)
+    goes through the base's ``__setattr__`` and ends where it ends on the hand-written module."""
+
+    class Recording(nn.Module):
+        def __setattr__(self, name: str, value: Any) -> None:
+            self.__dict__.setdefault("seen", []).append((name, type(value).__name__))
+            super().__setattr__(name, value)
+
+    class Twin(Recording):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.ones(2), persistent=False)
+
+    class Auto(autoreg.AutoRegisterMixin, Recording):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.ones(2)
+
+    subclass = type("Sub", (torch.Tensor,), {})
+    values = [
+        torch.zeros(2),
+        None,
+        nn.Buffer(torch.full((2,), 2.0)),
+        torch.ones(2).as_subclass(subclass),
+    ]
+    twin, auto = Twin(), Auto()
+    twin.__dict__.pop("seen", None)
+    auto.__dict__.pop("seen", None)  # the updates only
+    for value in values:
+        twin.scale = value
+        auto.scale = value
+        assert auto._buffers.keys() == twin._buffers.keys()
+        assert auto._buffers["scale"] is twin._buffers["scale"]
+        assert auto._non_persistent_buffers_set == twin._non_persistent_buffers_set
+    assert (
+        auto.__dict__["seen"]
+        == twin.__dict__["seen"]
+        == [("scale", "Tensor"), ("scale", "NoneType"), ("scale", "Tensor"), ("scale", "Sub")]
+    )

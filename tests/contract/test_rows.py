@@ -11,10 +11,10 @@ from torch import nn
 
 import autoreg
 from autoreg import _mixin
-from autoreg._contract import classify
-from autoreg._facts import situation
+from autoreg._contract import REGISTERED, classify
+from autoreg._facts import BUFFERS, TENSOR, situation
 from autoreg._record import record_of
-from autoreg._state import CONSTRUCTING, FRAMEWORK, Building, role_key
+from autoreg._state import BUFFER, CARRIED, CONSTRUCTING, FRAMEWORK, MODEL, Building, role_key
 
 
 class Subject(autoreg.Module):
@@ -111,3 +111,14 @@ def test_property_1_every_assignment_carries_out_classifys_decision(
     assert len(seen) == 2 * 10  # 3 in __init__, 6 here, and row 2 assigns "released" afresh
     for record, s, decision in seen:
         assert decision == classify(record, s)
+
+
+@pytest.mark.parametrize("role", [None, BUFFER, CARRIED, FRAMEWORK, MODEL])
+def test_a_plain_tensor_over_a_buffer_is_row_3_whatever_the_names_role(role: str | None) -> None:
+    """``__setattr__`` takes this decision without asking ``classify`` (a buffer update is the
+    commonest assignment at run time): it must be ``classify``'s for every role a name can have."""
+    module = Subject()
+    record = record_of(module)
+    s = situation(record, module.__dict__, "auto", torch.ones(2), role, False)
+    assert s == ("auto", TENSOR, role, BUFFERS, False, None, False)
+    assert classify(record, s) is REGISTERED
