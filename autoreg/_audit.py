@@ -21,7 +21,8 @@ of each is written. Not findings (``_audit_scope`` decides all but the first):
   to ``nn.Module`` keeps autoreg's keys, but no ``.to()`` acts on them any more;
 - what the class's own ``_apply`` (outside torch and autoreg) moves, as torchmetrics' ``Metric``
   moves its states: read from a deep copy of that module converted to the meta device
-  (``_left_by_own_apply``; a module too large to copy keeps every finding);
+  (``_left_by_own_apply``; a module too large to copy, or whose copy fails, keeps every
+  finding, and the fix says that its class's ``_apply`` may move it);
 - a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
   whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
   the model fills it in an eval forward and looks entries up by the device it runs on, and its
@@ -92,12 +93,15 @@ from ._messages.audits import (
     FIX_NESTED,
     FIX_NO_SLOT,
     FIX_NUMPY,
+    FIX_OWN_APPLY_UNREAD,
     FIX_OWN_TO,
     FIX_PARAMETER,
     FIX_PARAMETER_VIEW,
     FIX_STRAY_PARAMETER,
     NOT_A_MODULE,
     NOT_A_MODULE_CLASS_HINT,
+    OWN_APPLY_FAILED,
+    OWN_APPLY_TOO_LARGE,
 )
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
@@ -242,7 +246,7 @@ def _audit(
     for prefix, sub in root.named_modules(prefix=base):
         _class_tensors(sub, prefix, in_place, walked, classes, located)
         own_apply = reached and overrides_apply(type(sub))
-        left: dict[str, set[str]] | None = None  # what sub's own _apply leaves, read when needed
+        left: dict[str, set[str]] | str | None = None  # what sub's own _apply leaves, when needed
         for name, value, kind in entries(sub):
             if kind != "value":
                 _held(sub, prefix, name, value, in_place, walked, located)
@@ -260,10 +264,12 @@ def _audit(
                 if own_apply:
                     left = _left_by_own_apply(sub) if left is None else left
                     relative = path[len(prefix) + 1 :] if prefix else path
-                    if name in left and relative not in left[name]:
+                    if isinstance(left, dict) and name in left and relative not in left[name]:
                         continue  # its class's own _apply moves it (torchmetrics' states)
                 reported.add(id(tensor))
                 fix = _fix(sub, name, value, tensor)
+                if isinstance(left, str):  # whether its class's own _apply moves it is unknown
+                    fix = FIX_OWN_APPLY_UNREAD.format(fix=fix, cls=type(sub).__name__, why=left)
                 if reached:
                     fix = _with_own_to(type(sub), fix)
                 finding = Finding(path, tensor, type(sub).__name__, name, fix)
@@ -326,21 +332,21 @@ def _class_tensors(
 _OWN_APPLY_COPY_LIMIT = 1 << 22
 
 
-def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]]:
+def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]] | str:
     """What ``.to("meta")`` leaves off the meta device in a deep copy of ``module``, whose class
     has an ``_apply`` of its own outside torch and autoreg (torchmetrics' ``Metric`` converts its
-    states there): by attribute, the paths of its tensors (``iter_tensors``). Empty (every tensor
-    found is reported) when the module is too large to copy, or the copy or its conversion
-    fails: the audit then says what it reads."""
+    states there): by attribute, the paths of its tensors (``iter_tensors``). Why it cannot be
+    told, when the module is too large to copy or the copy or its conversion fails: every tensor
+    found is then reported, and its fix says that the class's ``_apply`` may move it."""
     size = sum(t.numel() for t in (*module.parameters(), *module.buffers()))
     if size > _OWN_APPLY_COPY_LIMIT:
-        return {}
+        return OWN_APPLY_TOO_LARGE.format(limit=_OWN_APPLY_COPY_LIMIT)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             moved = copy.deepcopy(module).to("meta")
-    except Exception:  # noqa: BLE001 - any failure: the findings stand as read
-        return {}
+    except Exception as error:  # noqa: BLE001 - any failure: the findings stand as read
+        return OWN_APPLY_FAILED.format(error=f"{type(error).__name__}: {error}")
     return {
         name: {path for path, tensor in iter_tensors(value, name) if not tensor.is_meta}
         for name, value in vars(moved).items()

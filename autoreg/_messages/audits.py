@@ -96,6 +96,12 @@ FIX_OWN_TO: Final = (
     "do not"
 )
 
+FIX_OWN_APPLY_UNREAD: Final = (
+    "{fix}; {cls}'s own _apply() may move it: the audit could not tell ({why})"
+)
+OWN_APPLY_TOO_LARGE: Final = "the module holds more than {limit:,} elements, too many to copy"
+OWN_APPLY_FAILED: Final = "a deep copy moved to the meta device failed: {error}"
+
 FIX_CONTAINER_PARAMETERS: Final = (
     "nn.{container} if these are weights to train; if not, .detach() them"
 )

@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 import autoreg
-from autoreg import NotAModuleError
+from autoreg import NotAModuleError, _audit
 from autoreg._audit import locate_unregistered
 from autoreg._walk import iter_modules, iter_tensors
 from tests.support import role
@@ -936,3 +936,39 @@ def test_what_a_classs_own_apply_moves_is_not_a_finding(where: str) -> None:
     module.to("meta")
     assert module[0].state.is_meta  # what the audit said
     assert not module[0].kept.is_meta
+
+
+def test_what_a_too_large_module_with_its_own_apply_moves_is_reported_with_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Too large to copy, the module's findings stand as read: every tensor, each fix saying that
+    its class's own ``_apply`` may move it and why the audit could not tell (before: the same
+    findings, as if nothing could move them)."""
+
+    class Weighted(_moves_its_state(__name__)):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(4))
+
+    monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 3)
+    module = nn.Sequential(Weighted(), nn.Linear(2, 2))
+    findings = autoreg.find_unregistered(module)
+    assert [f.path for f in findings] == ["0.state", "0.defaults['state']", "0.kept"]
+    for finding in findings:
+        assert "Weighted's own _apply() may move it: the audit could not tell" in finding.fix
+        assert "more than 3 elements, too many to copy" in finding.fix
+    monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 1 << 22)
+    assert paths(module) == ["0.kept"]  # guard: under the limit, what its _apply moves is read
+
+
+def test_a_module_with_its_own_apply_that_cannot_be_copied_is_reported_with_why() -> None:
+    class Uncopyable(_moves_its_state(__name__)):  # type: ignore[misc]
+        def __deepcopy__(self, memo: dict[int, object]) -> None:
+            raise RuntimeError("holds a file handle")
+
+    findings = autoreg.find_unregistered(Uncopyable())
+    assert [f.path for f in findings] == ["state", "defaults['state']", "kept"]
+    assert all(
+        "RuntimeError: holds a file handle" in f.fix and "own _apply() may move it" in f.fix
+        for f in findings
+    )
