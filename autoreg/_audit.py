@@ -72,7 +72,7 @@ from ._audit_scope import (
     iter_arrays,
     object_fields,
     overrides_apply,
-    own_to,
+    own_method,
 )
 from ._errors import NotAModuleError
 from ._facts import why_no_buffer_slot
@@ -480,10 +480,10 @@ def viewed_parameter(module: nn.Module, tensor: torch.Tensor) -> str | None:
 def _with_own_to(cls: type, fix: str) -> str:
     """``fix``, and that a ``to()`` of the user's own in ``cls`` may move the tensor when the
     module itself is moved by ``.to()``: nothing else calls it."""
-    defined = own_to(cls)
+    defined = own_method(cls, ("to",))
     if defined is None:
         return fix
-    owner, filename, line = defined
+    _, owner, filename, line = defined
     return FIX_OWN_TO.format(fix=fix, cls=owner, where=location(filename, line))
 
 

@@ -31,6 +31,7 @@ from torch import nn
 from ._carry import carried
 from ._declarations import Declaration
 from ._facts import recomputed_names
+from ._frames import AUTOREG_DIR, TORCH_DIR
 from ._mixin import AutoRegisterMixin
 from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS
@@ -47,7 +48,7 @@ __all__ = [
     "iter_arrays",
     "object_fields",
     "overrides_apply",
-    "own_to",
+    "own_method",
 ]
 
 # What is never walked as a plain object: values without fields of their own, and code.
@@ -147,38 +148,45 @@ def _is_device_name(key: object) -> bool:
 
 
 def overrides_apply(cls: type) -> bool:
-    """Whether the ``_apply`` of ``cls`` is code of its own: another than nn.Module's and the
-    mixin's (by identity: a class may set any ``__module__``)."""
+    """Whether the ``_apply`` of ``cls`` is code of its own that may convert more than parameters
+    and buffers: another than nn.Module's and the mixin's (by identity: a class may set any
+    ``__module__``), and not torch's (by where its code lives: ``RNNBase``'s re-flattens weights,
+    FSDP's reshards; a deep copy of an FSDP module raises)."""
     function = next(vars(klass)["_apply"] for klass in cls.__mro__ if "_apply" in vars(klass))
-    return function is not _MODULE_APPLY and function is not _MIXIN_APPLY
+    if function is _MODULE_APPLY or function is _MIXIN_APPLY:
+        return False
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return code is None or not code.co_filename.startswith(TORCH_DIR)
 
 
 _MODULE_APPLY: Final = vars(nn.Module)["_apply"]
 _MIXIN_APPLY: Final = vars(AutoRegisterMixin)["_apply"]
 
 
-# Where installed packages and Python's own modules live: a framework's to() (Lightning's,
-# transformers') is not the user's own.
-_INSTALLED: Final = tuple(
-    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+# Where code that is not the user's own lives: Python's own modules, installed packages (a
+# framework's to(): Lightning's, transformers'), torch and autoreg (either may be a checkout).
+_NOT_OWN: Final = (
+    *{sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")},
+    TORCH_DIR,
+    AUTOREG_DIR,
 )
 
 
-def own_to(cls: type) -> tuple[str, str, int] | None:
-    """``(class name, file, line)`` of the ``to()`` a class of ``cls.__mro__`` defines in the
-    user's own code (outside torch, autoreg and installed packages); None if none does. That
-    method may move what ``.to()`` on the module itself leaves behind; ``.cuda()``, ``.double()``
-    and a parent's ``.to()`` never call it. Read from the class, never by calling it."""
+def own_method(cls: type, methods: tuple[str, ...]) -> tuple[str, str, str, int] | None:
+    """``(method, class name, file, line)`` of the first of ``methods`` that a class of
+    ``cls.__mro__`` defines in the user's own code; None if none does. Told by where the code
+    lives, never by the class's ``__module__``, which any class may set. A framework's ``to()``
+    or ``_apply`` (Lightning's, torchmetrics') moves what the framework keeps, never a tensor the
+    user's class assigned; the user's own may (``self.scale = self.scale.to(device)``). Read from
+    the class, never by calling it."""
     for klass in cls.__mro__:
-        function = vars(klass).get("to")
-        if function is None:
-            continue
-        code = getattr(inspect.unwrap(function), "__code__", None)
-        if code is None or code.co_filename.startswith(_INSTALLED):
-            return None
-        if klass.__module__.partition(".")[0] in ("torch", "autoreg"):
-            return None
-        return klass.__name__, code.co_filename, code.co_firstlineno
+        for method in methods:
+            function = vars(klass).get(method)
+            if function is None:
+                continue
+            code = getattr(inspect.unwrap(function), "__code__", None)
+            if code is not None and not code.co_filename.startswith(_NOT_OWN):
+                return method, klass.__name__, code.co_filename, code.co_firstlineno
     return None
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .._audit import locate_unregistered, viewed_parameter
-from .._audit_scope import class_entries, is_device_cache
+from .._audit_scope import class_entries, is_device_cache, own_method
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._frames import location
@@ -191,19 +191,13 @@ MOVES: Final = ("to", "_apply", "cuda", "cpu", "half", "float", "double", "bfloa
 
 
 def _moves_itself(cls: type) -> tuple[str, str] | None:
-    """The first method of ``MOVES`` a class of ``cls`` (outside torch and autoreg) defines, and
-    where (``file.py:line``); None if none does."""
-    for klass in cls.__mro__:
-        if klass.__module__.partition(".")[0] in ("torch", "autoreg", "builtins"):
-            continue
-        for method in MOVES:
-            function = vars(klass).get(method)
-            if function is None:
-                continue
-            code = getattr(inspect.unwrap(function), "__code__", None)
-            where = location(code.co_filename, code.co_firstlineno) if code else klass.__qualname__
-            return method, where
-    return None
+    """The first method of ``MOVES`` a class of ``cls`` defines in the user's own code
+    (``own_method``), and where (``file.py:line``); None if none does."""
+    defined = own_method(cls, MOVES)
+    if defined is None:
+        return None
+    method, _, filename, line = defined
+    return method, location(filename, line)
 
 
 @functools.cache

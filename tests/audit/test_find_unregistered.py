@@ -790,11 +790,22 @@ class MovesItselfChild(MovesItself):
     """The override is inherited: the class that defines it is named."""
 
 
+class MovesItselfNamedAfterTorch(MovesItself):
+    """The user's code under a ``__module__`` in torch's package (numpy-style public paths)."""
+
+    __module__ = "torch.nn.policy"
+
+    def to(self, device):  # type: ignore[no-untyped-def, override]
+        return super().to(device)
+
+
 @pytest.mark.parametrize(
     ("cls", "owner"),
     [
         pytest.param(MovesItself, "MovesItself", id="own"),
         pytest.param(MovesItselfChild, "MovesItself", id="inherited"),
+        # before: taken for torch's by its __module__, and its to() not named
+        pytest.param(MovesItselfNamedAfterTorch, "MovesItselfNamedAfterTorch", id="torch-named"),
     ],
 )
 def test_a_class_with_its_own_to_is_told_that_only_that_to_may_move_the_tensor(
@@ -804,7 +815,7 @@ def test_a_class_with_its_own_to_is_told_that_only_that_to_may_move_the_tensor(
     .to() never call it: still a finding, with where that to() is."""
     model = cls()
     [finding] = autoreg.find_unregistered(model)
-    line = MovesItself.to.__code__.co_firstlineno
+    line = vars(sys.modules[__name__])[owner].to.__code__.co_firstlineno
     assert finding.fix.endswith(
         f"; {owner}'s own to() (tests/audit/test_find_unregistered.py:{line}) may move it, but "
         ".cuda(), .double() and a parent's .to() do not"
@@ -820,11 +831,11 @@ def test_torchs_and_installed_frameworks_to_is_not_the_models_own() -> None:
     box.scale = torch.ones(2)
     [finding] = autoreg.find_unregistered(box)
     assert "own to()" not in finding.fix
-    from autoreg._audit_scope import own_to
+    from autoreg._audit_scope import own_method
 
-    assert own_to(Box) is None
+    assert own_method(Box, ("to",)) is None
     installed = type("Installed", (nn.Module,), {"to": given})  # code of an installed package
-    assert own_to(installed) is None
+    assert own_method(installed, ("to",)) is None
 
 
 def test_a_kept_view_of_a_parameter_says_so_in_its_fix() -> None:
@@ -972,3 +983,21 @@ def test_a_module_with_its_own_apply_that_cannot_be_copied_is_reported_with_why(
         "RuntimeError: holds a file handle" in f.fix and "own _apply() may move it" in f.fix
         for f in findings
     )
+
+
+def test_torchs_own_apply_overrides_are_nn_modules_to_the_audit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``RNNBase._apply`` re-flattens weights and converts no plain tensor: a stray on a GRU
+    subclass is reported with nn.Module's fix, however large the module, and no copy is made
+    (before: too large to copy, its fix said the class's ``_apply`` might move it)."""
+
+    class Encoder(nn.GRU):
+        def __init__(self) -> None:
+            super().__init__(4, 4)
+            self.h0 = torch.zeros(1, 4)
+
+    monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 1)
+    [finding] = autoreg.find_unregistered(Encoder())
+    assert finding.path == "h0"
+    assert "_apply" not in finding.fix

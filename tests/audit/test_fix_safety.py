@@ -134,6 +134,63 @@ def test_a_class_that_moves_its_tensors_itself_is_listed_not_rewritten(
     ) in err
 
 
+NAMED_AFTER_TORCH = POLICY.replace(
+    "class Policy(nn.Module):\n", 'class Policy(nn.Module):\n    __module__ = "torch.nn.policy"\n'
+)
+
+
+def test_a_class_that_moves_its_tensors_itself_is_listed_whatever_its_module_says(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The user's own to() is told by where its code lives, not by the class's ``__module__``
+    (before: a class naming torch's package was skipped, and rewritten)."""
+    project.write("m", NAMED_AFTER_TORCH)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build")
+    assert (status, out) == (1, "")
+    assert "Policy.action_scale: Policy overrides to() (" in err
+
+
+LIGHTNING = """\
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+
+class Lit(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(3, 3)
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        return self.net(x) * self.mask
+
+
+def build():
+    return Lit(), (torch.ones(1, 3),)
+"""
+
+
+@pytest.mark.parametrize(
+    ("style", "rewritten"),
+    [
+        ("base", "class Lit(autoreg.AutoRegisterMixin, pl.LightningModule):"),
+        ("buffer", 'self.register_buffer("mask", torch.ones(3), persistent=False)'),
+    ],
+)
+def test_a_frameworks_own_to_is_no_reason_to_leave_a_stray(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str, rewritten: str
+) -> None:
+    """Lightning's to(), cuda(), half() (its installed code) move what nn.Module moves, never a
+    tensor the model assigned. Before: every LightningModule's stray was listed ("Lit overrides
+    to() (.../lightning/fabric/utilities/device_dtype_mixin.py:53)"), and nothing rewritten."""
+    pytest.importorskip("lightning")
+    project.write("m", LIGHTNING)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 0, err
+    assert rewritten in project.read("m")
+
+
 STEPPER = """\
 import torch
 from torch import nn

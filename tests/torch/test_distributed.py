@@ -261,6 +261,28 @@ def _fsdp2_forward_and_backward(rank: int, _: Path) -> None:
         torch.testing.assert_close(parameter.grad.full_tensor(), grad / gloo.WORLD, msg=name)
 
 
+class PlainBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.mask = torch.ones(8)  # a stray
+
+
+def _fsdp2_audit(rank: int, _: Path) -> None:
+    """The audit of a sharded model reports its strays with nn.Module's fix: FSDP's own
+    ``_apply`` reshards and converts no plain tensor, and a deep copy of an FSDP module raises
+    (before: each fix said the class's ``_apply`` might move it, the copy having failed)."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = nn.Sequential(PlainBlock(), PlainBlock())
+    for block in model:
+        fully_shard(block)
+    fully_shard(model)
+    findings = autoreg.find_unregistered(model)
+    assert [finding.path for finding in findings] == ["0.mask", "1.mask"]
+    assert all("_apply" not in finding.fix for finding in findings), findings[0].fix
+
+
 def _checkpoint_round_trip(rank: int, directory: Path) -> None:
     import torch.distributed.checkpoint as dcp
 
@@ -315,9 +337,10 @@ SCENARIOS: dict[str, Callable[[int, Path], None]] = {
     "fsdp2": _fsdp2_forward_and_backward,
     "dcp": _checkpoint_round_trip,
     "fsdp1_strict": _fsdp1_forward_and_backward,
+    "fsdp2_audit": _fsdp2_audit,
 }
 if torch.__version__ < FSDP2_ON_CPU:  # their tests skip (REQUIRES_FSDP2); the workers skip them too
-    del SCENARIOS["fsdp2"], SCENARIOS["dcp"]
+    del SCENARIOS["fsdp2"], SCENARIOS["fsdp2_audit"], SCENARIOS["dcp"]
 
 
 def _worker(rank: int, port: int, directory: str) -> None:
@@ -371,6 +394,11 @@ def test_ddp_module_without_buffers_at_wrap_time(outcomes: dict) -> None:
 @REQUIRES_FSDP2
 def test_fsdp2_fully_shard_forward_and_backward(outcomes: dict) -> None:
     _check(outcomes, "fsdp2")
+
+
+@REQUIRES_FSDP2
+def test_the_audit_of_an_fsdp2_model_reports_its_strays_with_nn_modules_fix(outcomes: dict) -> None:
+    _check(outcomes, "fsdp2_audit")
 
 
 @REQUIRES_FSDP2
