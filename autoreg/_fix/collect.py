@@ -9,11 +9,13 @@ where the module's class and its bases are defined (``inspect``).
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import os
+import types
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import torch
@@ -23,7 +25,7 @@ from .._audit import locate_unregistered, viewed_parameter
 from .._audit_scope import class_entries, is_device_cache, own_method
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
-from .._frames import location
+from .._frames import TORCH_DIR, is_library, location
 from .._messages.fix import (
     FIX_HAND_ARRAY,
     FIX_HAND_ARRAYS,
@@ -235,31 +237,86 @@ def _wrappable(value: object) -> bool:
 
 
 def _classes(cls: type) -> tuple[ClassInfo, ...]:
-    """``cls`` and its bases, torch's, autoreg's and builtins left out."""
+    """``cls`` and its bases, torch's, autoreg's and ``object`` left out."""
     return tuple(
         _class_info(klass)
         for klass in cls.__mro__
-        if klass is cls
-        or klass.__module__.partition(".")[0] not in ("torch", "autoreg", "builtins")
+        if klass is cls or not (klass is object or _lives_in(klass, is_library))
     )
+
+
+def _functions(cls: type) -> list[types.FunctionType]:
+    """The functions ``cls`` defines (static and class methods included), unwrapped."""
+    found = []
+    for value in vars(cls).values():
+        function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+        if isinstance(function, types.FunctionType):
+            found.append(inspect.unwrap(function))
+    return found
+
+
+def _lives_in(cls: type, where: Callable[[str], bool]) -> bool:
+    """Whether ``cls`` defines functions and all of them live in files ``where`` accepts: where
+    its code lives, whatever its ``__module__`` says (any class may set it)."""
+    files = [function.__code__.co_filename for function in _functions(cls)]
+    return bool(files) and all(where(filename) for filename in files)
 
 
 def _class_info(cls: type) -> ClassInfo:
     bases = tuple(_base_kind(base) for base in cls.__bases__)
-    try:
-        filename = inspect.getsourcefile(cls)
-        lines, lineno = inspect.getsourcelines(cls)
-    except (OSError, TypeError):
-        filename = None
-    if filename is None:
-        return ClassInfo(cls.__qualname__, None, 0, 0, bases)
-    end = lineno + len(lines) - 1
+    located = _statement_of(cls)
+    if located is None:
+        try:
+            filename = inspect.getsourcefile(cls)
+            lines, lineno = inspect.getsourcelines(cls)
+        except (OSError, TypeError):
+            return ClassInfo(cls.__qualname__, None, 0, 0, bases)
+        if filename is None:
+            return ClassInfo(cls.__qualname__, None, 0, 0, bases)
+        located = (filename, lineno, lineno + len(lines) - 1)
+    filename, lineno, end = located
     return ClassInfo(cls.__qualname__, os.path.abspath(filename), lineno, end, bases)
+
+
+def _statement_of(cls: type) -> tuple[str, int, int] | None:
+    """``(file, first line, last line)`` of the class statement of ``cls``, found from the code of
+    its methods: the innermost ``class`` statement of its name that holds one of them. Where the
+    class's ``__module__`` names another module (a public path), ``inspect`` looks for it there
+    and fails. None if no method of it is in a class statement of its name."""
+    name = cls.__name__
+    for function in _functions(cls):
+        code = function.__code__
+        statements = [
+            (start, end)
+            for start, end in _class_statements(code.co_filename).get(name, ())
+            if start <= code.co_firstlineno <= end
+        ]
+        if statements:
+            start, end = max(statements)
+            return code.co_filename, start, end
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _class_statements(filename: str) -> dict[str, list[tuple[int, int]]]:
+    """The lines of each ``class`` statement in ``filename``, by class name (decorators
+    included, as ``inspect`` gives them); empty if the file cannot be read or parsed."""
+    try:
+        with open(filename, encoding="utf-8") as file:
+            tree = ast.parse(file.read(), filename)
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    found: dict[str, list[tuple[int, int]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            found.setdefault(node.name, []).append((start, node.end_lineno or node.lineno))
+    return found
 
 
 def _base_kind(base: type) -> str:
     if base is nn.Module:
         return "module"
-    if issubclass(base, nn.Module) and base.__module__.partition(".")[0] == "torch":
+    if issubclass(base, nn.Module) and _lives_in(base, lambda f: f.startswith(TORCH_DIR)):
         return "torch"
     return "other"

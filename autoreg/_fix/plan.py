@@ -146,8 +146,22 @@ def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     inside = [s for s in stray.sites if any(c.holds(s) for c in stray.classes)]
     helpers = [s for s in stray.sites if s not in inside]
     declare = not any(s.construction for s in inside)
-    for site in helpers:  # a helper that stores it before it can be registered, or before
-        if site.construction and (not declare or not site.initialised):  # a register_buffer
+    # Code outside the classes that stores it before the rewrite registers it (before
+    # nn.Module.__init__, inside a base's __init__, ahead of the declaration right after
+    # super().__init__(), or ahead of the first store rewritten): register_buffer would then
+    # raise, the name being a plain attribute. Listed, and nothing of it rewritten.
+    registered = declare
+    early = []
+    for site in stray.sites:  # in the order the stores ran
+        if site in inside:
+            registered = registered or site.construction
+        elif site.construction and (not site.initialised or site.nested or not registered):
+            early.append(site)
+    if early:
+        _in_classes(plan, stray, early, root, libraries)
+        return
+    for site in helpers:  # a helper that stores it once a register_buffer has run: listed
+        if site.construction and not declare:
             _in_classes(plan, stray, [site], root, libraries)
     if not inside and not helpers:
         _hand(plan, stray, FIX_HAND_UNSEEN, FIX_HAND_UNSEEN_EDIT.format(attribute=attribute))

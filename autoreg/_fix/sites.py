@@ -7,8 +7,9 @@ on the stack that runs neither one of the ``__setattr__`` overrides of the modul
 autoreg's code. That is the user's ``self.mask = ...`` line, the ``setattr(self, name, t)``
 call, a helper function's ``module.mask = ...``, or the ``__setattr__`` of another object that
 stores into the module (a proxy's): what the audit's findings need to become edits. A store is
-"construction" when an ``__init__`` of the module (its first argument is the module) is on the
-stack.
+"construction" when an ``__init__`` of the module's classes (known by its code) runs for the
+module, and "nested" when it runs inside another (a base's ``__init__``, called by
+``super().__init__()``: before anything the class's own ``__init__`` does after that call).
 
 Stores that bypass ``nn.Module.__setattr__`` (``self.__dict__[k] = v``, ``object.__setattr__``)
 are not seen; ``plan`` lists such attributes instead of guessing where they come from.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import sys
 from collections.abc import Iterator
@@ -42,6 +44,7 @@ class Stores:
         self._sites: dict[tuple[int, str], list[Site]] = {}
         self._alive: dict[int, nn.Module] = {}  # keeps each id unique while the record lives
         self._setattr_codes: dict[type, dict[int, CodeType]] = {}  # per class, while it lives
+        self._inits: dict[type, frozenset[CodeType]] = {}
 
     def of(self, module: nn.Module, name: str) -> tuple[Site, ...]:
         return tuple(self._sites.get((id(module), name), ()))
@@ -56,13 +59,18 @@ class Stores:
             return
         self._alive[id(module)] = module
         sites = self._sites.setdefault((id(module), name), [])
+        inits = self._inits.get(cls)
+        if inits is None:
+            inits = self._inits[cls] = _init_codes(cls)
+        running = _running_inits(module, frame, inits)
         site = Site(
             _absolute(code.f_code.co_filename),
             code.f_lineno,
             code.f_code.co_qualname,
-            _constructing(module, frame),
+            running > 0,
             _kind(value),
             "_buffers" in module.__dict__,
+            running > 1,
         )
         if site not in sites:
             sites.append(site)
@@ -108,18 +116,33 @@ def _absolute(filename: str) -> str:
     return os.path.abspath(filename)
 
 
-def _constructing(module: nn.Module, frame: FrameType | None) -> bool:
-    """Whether an ``__init__`` whose first argument is ``module`` is running."""
+def _init_codes(cls: type) -> frozenset[CodeType]:
+    """The code of each ``__init__`` of ``cls.__mro__``, known by identity (a function assigned
+    as ``__init__`` under another name, a decorated one, a dataclass's, a partialmethod's)."""
+    codes = set()
+    for klass in cls.__mro__:
+        function = inspect.unwrap(vars(klass).get("__init__", None) or _no_init)
+        function = getattr(function, "func", function)  # functools.partialmethod
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return frozenset(codes)
+
+
+def _no_init() -> None:  # whose code is no __init__'s
+    pass
+
+
+def _running_inits(module: nn.Module, frame: FrameType | None, inits: frozenset[CodeType]) -> int:
+    """How many calls of an ``__init__`` of the module's classes (``inits``) for ``module`` run:
+    one while it is built; two or more inside a base's ``__init__`` called from its class's."""
+    running = 0
     while frame is not None:
         code = frame.f_code
-        if (
-            code.co_name == "__init__"
-            and code.co_argcount
-            and frame.f_locals.get(code.co_varnames[0]) is module
-        ):
-            return True
+        if code in inits and code.co_argcount and frame.f_locals.get(code.co_varnames[0]) is module:
+            running += 1
         frame = frame.f_back
-    return False
+    return running
 
 
 def _kind(value: object) -> str:

@@ -26,8 +26,10 @@ class Kind(enum.Enum):
 class Site:
     """Where a value was stored on a module: ``filename:lineno``, in ``function`` (a qualified
     name), during the module's construction or not, what it stored (``"tensor"``,
-    ``"parameter"``, ``"module"``, ``"none"``, ``"container"`` or ``"other"``), and whether
-    ``nn.Module.__init__`` had run on the module by then (a buffer can be registered)."""
+    ``"parameter"``, ``"module"``, ``"none"``, ``"container"`` or ``"other"``), whether
+    ``nn.Module.__init__`` had run on the module by then (a buffer can be registered), and
+    whether the store ran inside a base's ``__init__`` that another ``__init__`` called (before
+    what that one does after its ``super().__init__()``)."""
 
     filename: str
     lineno: int
@@ -35,6 +37,7 @@ class Site:
     construction: bool
     value: str
     initialised: bool = True
+    nested: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -232,3 +232,146 @@ def test_a_kept_view_of_a_parameter_is_listed_as_one_never_as_a_weight(
     assert "nn.Parameter" not in err
     assert _added(out)  # scale is rewritten; the view is not
     assert not any("step" in line for line in _added(out))
+
+
+# --- stores the rewrite cannot put a register_buffer ahead of -----------------------------------
+
+BEFORE_MODULE_INIT = """\
+import torch
+from torch import nn
+
+
+def setup(module):
+    module.mask = torch.ones(3)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        setup(self)
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.mask
+
+
+def build():
+    return Model(), (torch.ones(1, 3),)
+"""
+
+IN_A_BASES_INIT = """\
+import torch
+from torch import nn
+
+
+def _init(self, dim):
+    nn.Module.__init__(self)
+    self.mask = torch.ones(dim)
+
+
+Base = type("Base", (nn.Module,), {"__init__": _init})
+
+
+class Model(Base):
+    def __init__(self):
+        super().__init__(3)
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.mask
+
+
+def build():
+    return Model(), (torch.ones(1, 3),)
+"""
+
+BEFORE_THE_FIRST_REWRITE = """\
+import torch
+from torch import nn
+
+
+def setup(module):
+    module.mask = torch.ones(3)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        setup(self)
+        self.mask = self.mask * 2
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.mask
+
+
+def build():
+    return Model(), (torch.ones(1, 3),)
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "helper"),
+    [
+        pytest.param(BEFORE_MODULE_INIT, "setup()", id="before-nn.Module.__init__"),
+        pytest.param(IN_A_BASES_INIT, "_init()", id="in-a-base's-__init__"),
+        pytest.param(BEFORE_THE_FIRST_REWRITE, "setup()", id="before-the-first-rewritten-store"),
+    ],
+)
+def test_a_store_the_rewrite_cannot_register_first_is_listed_and_nothing_rewritten(
+    project: Project, capsys: pytest.CaptureFixture[str], source: str, helper: str
+) -> None:
+    """Code outside the class stores the tensor before a register_buffer the buffer style would
+    add could run: that register_buffer would raise ("attribute 'mask' already exists"), and the
+    model no longer build. Before: ``register_buffer("mask", None)`` was added after
+    ``super().__init__()`` (the first two) or the store in ``__init__`` rewritten (the third)."""
+    project.write("m", source)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1
+    assert f"Model.mask: stored by {helper}, outside the class" in err
+    assert project.read("m") == source  # nothing rewritten: the model still builds
+    assert "autoreg fix: nothing to rewrite." in err
+
+
+NAMED_ELSEWHERE = """\
+import torch
+from torch import nn
+
+
+class Base(nn.Module):
+    __module__ = "{module}"
+
+    def __init__(self):
+        super().__init__()
+        self.mask = torch.ones(3)
+
+
+class Model(Base):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.mask
+
+
+def build():
+    return Model(), (torch.ones(1, 3),)
+"""
+
+
+@pytest.mark.parametrize("module", ["torch.nn.custom", "{package}"], ids=["torch's", "public path"])
+def test_a_base_whose_module_names_another_is_found_where_its_code_is(
+    project: Project, capsys: pytest.CaptureFixture[str], module: str
+) -> None:
+    """A class is torch's, and its statement is found, by where its code lives, not by its
+    ``__module__`` (a public path, as libraries give their classes). Before: the base was left
+    out as torch's, and ``register_buffer("mask", None)`` added after ``super().__init__()`` in
+    ``Model`` (the model then raised), or its statement not found and the store listed."""
+    source = NAMED_ELSEWHERE.replace("{module}", module.format(package=project.name))
+    project.write("m", source)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 0, err
+    rewritten = project.read("m")
+    assert 'self.register_buffer("mask", torch.ones(3), persistent=False)' in rewritten
+    assert 'register_buffer("mask", None' not in rewritten
