@@ -106,7 +106,7 @@ from ._messages.audits import (
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
 from ._state import FRAMEWORK, role_key
-from ._walk import iter_modules, iter_tensors
+from ._walk import CONTAINERS, iter_modules, iter_tensors
 
 __all__ = [
     "Finding",
@@ -338,7 +338,14 @@ def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]] | str:
     states there): by attribute, the paths of its tensors (``iter_tensors``). Why it cannot be
     told, when the module is too large to copy or the copy or its conversion fails: every tensor
     found is then reported, and its fix says that the class's ``_apply`` may move it."""
-    size = sum(t.numel() for t in (*module.parameters(), *module.buffers()))
+    size = sum(
+        tensor.numel()
+        for sub in module.modules()
+        for name, value in vars(sub).items()
+        if name in ("_parameters", "_buffers")
+        or issubclass(type(value), (torch.Tensor, *CONTAINERS))
+        for _, tensor in iter_tensors(value)
+    )  # what the copy would hold: parameters, buffers and plain tensors, of every module in it
     if size > _OWN_APPLY_COPY_LIMIT:
         return OWN_APPLY_TOO_LARGE.format(limit=_OWN_APPLY_COPY_LIMIT)
     try:

@@ -1001,3 +1001,17 @@ def test_torchs_own_apply_overrides_are_nn_modules_to_the_audit(
     [finding] = autoreg.find_unregistered(Encoder())
     assert finding.path == "h0"
     assert "_apply" not in finding.fix
+
+
+def test_the_plain_tensors_of_a_module_with_its_own_apply_count_against_its_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy holds the module's plain tensors too (a metric's accumulated states can be its
+    largest part): they count against the limit (before: parameters and buffers only, and a
+    module holding none was copied whatever its states held)."""
+    monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 5)  # its states hold 2 + 2 + 2
+    findings = autoreg.find_unregistered(_moves_its_state(__name__)())
+    assert [f.path for f in findings] == ["state", "defaults['state']", "kept"]
+    assert all("more than 5 elements, too many to copy" in f.fix for f in findings)
+    monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 6)
+    assert paths(_moves_its_state(__name__)()) == ["kept"]  # guard: copied at the limit
