@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import enum
 import inspect
+import os
 import sys
+import sysconfig
 import types
 from collections.abc import Callable
+from types import FrameType
 from typing import (
     Annotated,
     Any,
@@ -37,12 +40,15 @@ from typing import (
 import torch
 from torch import nn
 
+from ._frames import AUTOREG_DIR
+
 __all__ = [
     "Carried",
     "Declaration",
     "NonPersistent",
     "Persistent",
     "Plain",
+    "defining_globals",
     "own_annotations",
     "read_declarations",
 ]
@@ -74,20 +80,56 @@ Plain: TypeAlias = Annotated[torch.Tensor, Declaration.PLAIN]
 """A tensor attribute that autoreg never registers or moves."""
 
 
-def read_declarations(cls: type, declares: Callable[[type], bool]) -> dict[str, Declaration]:
+def read_declarations(
+    cls: type,
+    declares: Callable[[type], bool],
+    globals_of: Callable[[type], dict[str, Any] | None],
+) -> dict[str, Declaration]:
     """Map each declared attribute of ``cls`` to its declaration.
 
     ``declares(klass)`` tells whether the annotations of ``klass``, a class in ``cls.__mro__``,
-    count.
-    Subclasses override their bases, and re-annotating a name with a non-tensor type undeclares it.
+    count; ``globals_of(klass)``, the global namespace its class statement ran in, if known
+    (``defining_globals``). Subclasses override their bases, and re-annotating a name with a
+    non-tensor type undeclares it.
     """
     found: dict[str, Declaration | None] = {}
     for klass in reversed(cls.__mro__):
         if not declares(klass):
             continue
         for name, annotation in own_annotations(klass).items():
-            found[name] = _classify(_resolve(annotation, klass))
+            found[name] = _classify(_resolve(annotation, klass, globals_of(klass)))
     return {name: declaration for name, declaration in found.items() if declaration is not None}
+
+
+# Code between a class's creation and the code that asks for it: autoreg's and Python's own
+# (whose directory may hold the installed packages).
+_PATHS = sysconfig.get_paths()
+_PASSED_BY = (AUTOREG_DIR, os.path.join(_PATHS["stdlib"], ""))
+_INSTALLED = tuple(os.path.join(_PATHS[key], "") for key in ("purelib", "platlib"))
+
+
+def _passed_by(filename: str) -> bool:
+    return filename.startswith(_PASSED_BY) and not filename.startswith(_INSTALLED)
+
+
+def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | None:
+    """The global namespace of the code whose class statement (or ``type()`` call) is creating
+    ``cls``, from ``frame`` (the caller of an ``__init_subclass__``) up: the first frame that runs
+    neither autoreg's code, Python's own (``types.new_class``, ``dataclasses.make_dataclass``),
+    an ``__init_subclass__`` of the bases of ``cls`` nor a method of its metaclass, known by the
+    identity of their code. Where string annotations were written, which
+    ``cls.__module__`` need not name (a library's public path)."""
+    skipped = set()
+    for klass in (*cls.__mro__, *inspect.getmro(type(cls))):
+        for method in ("__init_subclass__", "__new__", "__init__", "__call__"):
+            function = vars(klass).get(method)
+            function = getattr(function, "__func__", function)  # a classmethod's, a staticmethod's
+            code = getattr(inspect.unwrap(function), "__code__", None) if function else None
+            if code is not None:
+                skipped.add(code)
+    while frame is not None and (frame.f_code in skipped or _passed_by(frame.f_code.co_filename)):
+        frame = frame.f_back
+    return frame.f_globals if frame is not None else None
 
 
 if sys.version_info >= (3, 14):
@@ -104,8 +146,9 @@ else:
         return inspect.get_annotations(klass)
 
 
-def _resolve(annotation: Any, klass: type) -> Any:
-    """Evaluate a string annotation where its class was written; None when it cannot be resolved.
+def _resolve(annotation: Any, klass: type, namespace: dict[str, Any] | None) -> Any:
+    """Evaluate a string annotation where its class was written (``namespace``, else what
+    ``_globals_of`` finds); None when it cannot be resolved.
 
     A ``ForwardRef`` (what Python 3.14 gives for a name it could not evaluate) is its string.
     """
@@ -113,15 +156,18 @@ def _resolve(annotation: Any, klass: type) -> Any:
         annotation = annotation.__forward_arg__
     if not isinstance(annotation, str):
         return annotation
+    if namespace is None:
+        namespace = _globals_of(klass)
     try:
-        return eval(annotation, dict(_globals_of(klass)), dict(vars(klass)))  # noqa: S307
+        return eval(annotation, dict(namespace), dict(vars(klass)))  # noqa: S307
     except Exception:  # noqa: BLE001 - e.g. a name imported only under TYPE_CHECKING
         return None
 
 
 def _globals_of(klass: type) -> dict[str, Any]:
-    """The global namespace the class body ran in: its module's, or, for a class created by
-    exec() in a namespace that is no module, the one its own methods carry."""
+    """For a class whose class statement autoreg did not see (a plain mixin): the global
+    namespace of its module, or, for a class created by exec() in a namespace that is no module,
+    the one its own methods carry."""
     module = sys.modules.get(klass.__module__)
     if module is not None:
         return vars(module)

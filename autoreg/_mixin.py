@@ -45,7 +45,7 @@ from torch import nn
 from ._carry import adopt, apply, carry, listed
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
 from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
-from ._declarations import Declaration
+from ._declarations import Declaration, defining_globals
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import (
@@ -133,7 +133,8 @@ class AutoRegisterMixin(_MixinBase):
                     prepare(cls)  # else its __init__ is its base's, prepared already
                 return
         keywords = {"persistent": persistent, "strict": strict, "warn": warn}
-        cls.__autoreg__ = create_record(cls, AutoRegisterMixin, keywords)
+        namespace = defining_globals(cls, sys._getframe(1))
+        cls.__autoreg__ = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
         prepare(cls)
 
     def __setattr__(self, name: str, value: Any) -> None:

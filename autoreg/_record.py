@@ -64,6 +64,7 @@ class ClassRecord:
         "loud",
         "mode",
         "model_classes",
+        "namespace",
         "namespaces",
         "own",
         "persistent",
@@ -80,12 +81,19 @@ class ClassRecord:
     )
 
     def __init__(
-        self, cls: type, mixin: type, own: dict[str, bool], parent: ClassRecord | None = None
+        self,
+        cls: type,
+        mixin: type,
+        own: dict[str, bool],
+        parent: ClassRecord | None = None,
+        namespace: dict[str, Any] | None = None,
     ) -> None:
         """``parent``: the record of the one base of ``cls``, when ``cls`` declares nothing of its
         own (``plain_subclass_of``; torch's parametrizations make such a class per instance):
-        the record starts from it."""
+        the record starts from it. ``namespace``: the globals its class statement ran in, where
+        its string annotations resolve (``_declarations.defining_globals``)."""
         self.cls = cls
+        self.namespace = namespace
         self.own = own  # the keywords this class statement set itself
         self.persistent: bool
         self.stated: tuple[Mode, str]  # the mode the class statements ask for, and why
@@ -171,7 +179,7 @@ class ClassRecord:
         # Read now, so that no first read happens inside a compiled forward, and read again when
         # the class is first instantiated (``finalize``); a plain subclass has its base's.
         if parent is None:
-            self.declarations = read_declarations(cls, _declares)
+            self.declarations = read_declarations(cls, _declares, self.globals_of)
             self.final = False
         else:
             self.declarations = parent.declarations  # replaced, never changed in place
@@ -191,9 +199,17 @@ class ClassRecord:
         self.role_keys: dict[str, str] = parent.role_keys if parent is not None else {}
         self.warned: set[tuple[str, str]] = set()
 
+    def globals_of(self, klass: type) -> dict[str, Any] | None:
+        """The globals the class statement of ``klass``, a class of the MRO, ran in, where
+        autoreg saw it (this class, or another autoreg class); None for any other."""
+        if klass is self.cls:
+            return self.namespace
+        record = vars(klass).get("__autoreg__")
+        return record.namespace if isinstance(record, ClassRecord) else None
+
     def finalize(self) -> None:
         """Read the annotations again, now that the module defining the class is done."""
-        self.declarations = read_declarations(self.cls, _declares)
+        self.declarations = read_declarations(self.cls, _declares, self.globals_of)
         self.setattr_codes = read_setattr_codes(self.cls.__mro__)
         self.decisions.clear()
         self.final = True
@@ -249,11 +265,15 @@ def record_of(module: object) -> ClassRecord:
 
 
 def create_record(
-    cls: type, mixin: type, keywords: dict[str, Any], parent: ClassRecord | None = None
+    cls: type,
+    mixin: type,
+    keywords: dict[str, Any],
+    parent: ClassRecord | None = None,
+    namespace: dict[str, Any] | None = None,
 ) -> ClassRecord:
     """Check a new autoreg class and its keywords; return its record. ``parent``: the record of
     its one base, for a class without keywords that ``plain_subclass_of`` found (nothing to
-    check)."""
+    check); ``namespace``: the globals its class statement ran in."""
     own: dict[str, bool] = {}
     if parent is None:
         parent = plain_subclass_of(cls)
@@ -267,7 +287,7 @@ def create_record(
         if own.get("strict") and own.get("warn"):
             raise ClassDefinitionError(STRICT_AND_WARN.format(cls=name))
     try:
-        return ClassRecord(cls, mixin, own, parent)
+        return ClassRecord(cls, mixin, own, parent, namespace)
     except ConfigurationError as error:
         # A bad AUTOREG_MODE: the traceback goes from the user's class statement to this line.
         raise error.with_traceback(None) from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import pytest
 import torch
@@ -170,3 +170,70 @@ def test_string_annotations_of_a_class_created_by_exec_resolve_in_its_namespace(
     namespace: dict[str, object] = {"__name__": "not_a_module"}
     exec(source, namespace)
     assert namespace["Notebook"]().state_dict().keys() == {"stats"}  # type: ignore[operator]
+
+
+_IMPL = """\
+from __future__ import annotations
+
+import torch
+
+import autoreg
+
+Stats = autoreg.Persistent
+
+
+class Model(autoreg.Module):
+    __module__ = "{package}"  # its public path, as libraries give their classes
+    stats: Stats
+
+    def __init__(self):
+        super().__init__()
+        self.stats = torch.zeros(1)
+"""
+
+
+@pytest.mark.parametrize("factory", [False, True], ids=["class statement", "made by a function"])
+def test_string_annotations_resolve_where_the_class_was_written_whatever_its_module_says(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, factory: bool
+) -> None:
+    """A class whose ``__module__`` names its package (which does not import what the annotation
+    names): the annotation resolves in the namespace its class statement ran in. Before: it
+    resolved in the package's, failed, and the persistent buffer was silently left out of
+    ``state_dict``."""
+    package = f"pub_{int(factory)}"
+    source = _IMPL.format(package=package)
+    if factory:  # the class statement inside a function, called once
+        body = source[source.index("class Model") :]
+        source = (
+            source[: source.index("class Model")]
+            + "def make():\n"
+            + "".join(f"    {line}\n" if line else "\n" for line in body.splitlines())
+            + "    return Model\n\n\nModel = make()\n"
+        )
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "_impl.py").write_text(source)
+    (tmp_path / package / "__init__.py").write_text(f"from {package}._impl import Model\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__(package).Model()
+    assert module.state_dict().keys() == {"stats"}
+
+
+def test_string_annotations_of_a_class_types_new_class_made_resolve_where_it_was_called() -> None:
+    """``types.new_class`` runs in Python's own module: the namespace is its caller's."""
+    import types
+
+    source = (
+        "from __future__ import annotations\n"
+        "import types, torch, autoreg\n"
+        "Alias = autoreg.Persistent\n"
+        "def body(ns):\n"
+        "    ns['__annotations__'] = {'stats': 'Alias'}\n"
+        "    def __init__(self):\n"
+        "        autoreg.Module.__init__(self)\n"
+        "        self.stats = torch.zeros(1)\n"
+        "    ns['__init__'] = __init__\n"
+        "Made = types.new_class('Made', (autoreg.Module,), exec_body=body)\n"
+    )
+    namespace: dict[str, object] = {"__name__": "not_a_module", "types": types}
+    exec(source, namespace)
+    assert namespace["Made"]().state_dict().keys() == {"stats"}  # type: ignore[operator]
