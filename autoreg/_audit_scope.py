@@ -19,6 +19,7 @@ holds a framework's object (Lightning's ``_trainer``): not walked.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import sysconfig
 import types
@@ -37,6 +38,7 @@ from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS
 
 __all__ = [
+    "NOT_OWN_DIRS",
     "OBJECT_DEPTH",
     "array_dtype",
     "candidates",
@@ -45,6 +47,7 @@ __all__ = [
     "entries",
     "is_device_cache",
     "is_holder",
+    "is_own_code",
     "iter_arrays",
     "object_fields",
     "overrides_apply",
@@ -165,11 +168,21 @@ _MIXIN_APPLY: Final = vars(AutoRegisterMixin)["_apply"]
 
 # Where code that is not the user's own lives: Python's own modules, installed packages (a
 # framework's to(): Lightning's, transformers'), torch and autoreg (either may be a checkout).
-_NOT_OWN: Final = (
-    *{sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")},
+NOT_OWN_DIRS: Final = (
+    *{
+        os.path.join(sysconfig.get_paths()[key], "")
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    },
     TORCH_DIR,
     AUTOREG_DIR,
 )
+_NOT_OWN: Final = (*NOT_OWN_DIRS, "<frozen ")  # and Python's own import machinery
+
+
+def is_own_code(filename: str) -> bool:
+    """Whether code in ``filename`` is the user's own: not Python's, an installed package's,
+    torch's or autoreg's (``<stdin>``, a notebook cell or ``exec`` code is the user's)."""
+    return not filename.startswith(_NOT_OWN)
 
 
 def own_method(cls: type, methods: tuple[str, ...]) -> tuple[str, str, str, int] | None:
@@ -185,7 +198,7 @@ def own_method(cls: type, methods: tuple[str, ...]) -> tuple[str, str, str, int]
             if function is None:
                 continue
             code = getattr(inspect.unwrap(function), "__code__", None)
-            if code is not None and not code.co_filename.startswith(_NOT_OWN):
+            if code is not None and is_own_code(code.co_filename):
                 return method, klass.__name__, code.co_filename, code.co_firstlineno
     return None
 

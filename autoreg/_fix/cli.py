@@ -26,14 +26,12 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
 from .._audit_cli import low_precision
+from .._audit_scope import NOT_OWN_DIRS
 from .._cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError, emit, users_code
 from .._messages.fix import (
     FIX_CLEAN,
@@ -224,11 +222,8 @@ def _line_map(old: str, new: str) -> Callable[[int], int]:
 
 def _libraries() -> list[str]:
     """Directories never edited, even under the working directory: installed packages, the
-    standard library, torch and autoreg."""
-    paths = sysconfig.get_paths()
-    found = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
-    found |= {os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))}
-    return sorted(found)
+    standard library, torch and autoreg (``NOT_OWN_DIRS``)."""
+    return sorted(NOT_OWN_DIRS)
 
 
 def _short(filename: str) -> str:

@@ -26,6 +26,8 @@ from .._messages.fix import (
     FIX_HAND_NO_SOURCE_EDIT,
     FIX_HAND_NOT_EDITABLE,
     FIX_HAND_NOT_EDITABLE_EDIT,
+    FIX_HAND_STORED_BY_PACKAGE,
+    FIX_HAND_STORED_BY_PACKAGE_EDIT,
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
 )
@@ -77,6 +79,8 @@ def make_plan(
     for stray in strays:
         if stray.kind is Kind.HAND:
             _hand(plan, stray, stray.reason, stray.edit)
+        elif stray.sites and all(site.caller is not None for site in stray.sites):
+            _stored_by_package(plan, stray)
         elif stray.complex and (style == "buffer" or not keeps_complex):
             edit = FIX_HAND_COMPLEX_EDIT.format(attribute=stray.attribute)
             _hand(plan, stray, FIX_HAND_COMPLEX, edit)
@@ -242,6 +246,19 @@ def _editable(
 def _under(path: str, directory: str) -> bool:
     path, directory = os.path.abspath(path), os.path.abspath(directory)
     return os.path.commonpath([path, directory]) == directory
+
+
+def _stored_by_package(plan: Plan, stray: Stray) -> None:
+    """List ``stray``, which only an installed package's code stores (Lightning's
+    ``save_hyperparameters`` keeps a copy of the model's modules), at the user's call of it."""
+    site = next((s for s in stray.sites if s.construction), stray.sites[0])
+    assert site.caller is not None
+    reason = FIX_HAND_STORED_BY_PACKAGE.format(
+        holds=stray.kind.value,
+        function=site.function,
+        where=f"{site.filename}:{site.lineno}",
+    )
+    plan.list_hand(HandEdit(*site.caller, stray.name, reason, FIX_HAND_STORED_BY_PACKAGE_EDIT))
 
 
 def _hand(plan: Plan, stray: Stray, reason: str, edit: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .._audit_scope import is_own_code
 from .._frames import AUTOREG_DIR
 from .._mixin import AutoRegisterMixin
 from .._record import read_setattr_codes
@@ -63,6 +64,13 @@ class Stores:
         if inits is None:
             inits = self._inits[cls] = _init_codes(cls)
         running = _running_inits(module, frame, inits)
+        caller = None
+        if not is_own_code(code.f_code.co_filename):  # a package's code: who called it
+            outer = code.f_back
+            while outer is not None and not is_own_code(outer.f_code.co_filename):
+                outer = outer.f_back
+            if outer is not None:
+                caller = (_absolute(outer.f_code.co_filename), outer.f_lineno)
         site = Site(
             _absolute(code.f_code.co_filename),
             code.f_lineno,
@@ -71,6 +79,7 @@ class Stores:
             _kind(value),
             "_buffers" in module.__dict__,
             running > 1,
+            caller,
         )
         if site not in sites:
             sites.append(site)

@@ -29,7 +29,8 @@ class Site:
     ``"parameter"``, ``"module"``, ``"none"``, ``"container"`` or ``"other"``), whether
     ``nn.Module.__init__`` had run on the module by then (a buffer can be registered), and
     whether the store ran inside a base's ``__init__`` that another ``__init__`` called (before
-    what that one does after its ``super().__init__()``)."""
+    what that one does after its ``super().__init__()``), and, for a store made by code that is
+    not the user's (an installed package's), the user's code that called it (file, line)."""
 
     filename: str
     lineno: int
@@ -38,6 +39,7 @@ class Site:
     value: str
     initialised: bool = True
     nested: bool = False
+    caller: tuple[str, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

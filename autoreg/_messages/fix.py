@@ -215,6 +215,16 @@ FIX_HAND_LIBRARY: Final = (
     "edits them"
 )
 
+FIX_HAND_STORED_BY_PACKAGE: Final = (
+    "{holds} that {function}() ({where}), code of an installed package called from here, "
+    "stores: autoreg fix never edits a package, and what it keeps is its own"
+)
+
+FIX_HAND_STORED_BY_PACKAGE_EDIT: Final = (
+    "ask the package not to keep it (an option of the call here may leave the value out), or "
+    "keep it yourself where .to() moves it"
+)
+
 FIX_HAND_NOT_EDITABLE_EDIT: Final = (
     "call autoreg.register_tensors(model) once the model is built, or run autoreg fix from the "
     "directory that holds the class"

@@ -375,3 +375,45 @@ def test_a_base_whose_module_names_another_is_found_where_its_code_is(
     rewritten = project.read("m")
     assert 'self.register_buffer("mask", torch.ones(3), persistent=False)' in rewritten
     assert 'register_buffer("mask", None' not in rewritten
+
+
+HPARAMS = """\
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+
+class Lit(pl.LightningModule):
+    def __init__(self, net):
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def build():
+    return Lit(nn.Linear(3, 3)), (torch.ones(1, 3),)
+"""
+
+
+@pytest.mark.filterwarnings("ignore:Attribute 'net' is an instance of `nn.Module`")
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_what_an_installed_package_stores_is_listed_at_the_users_call(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """Lightning's ``save_hyperparameters()`` keeps a copy of ``net`` in a plain dict on the
+    model: the listing points at the user's call and says whose code stores it. Before: it
+    pointed at Lightning's file in site-packages, with ``self._hparams_initial =
+    nn.ModuleList(...)`` as the edit to make there."""
+    pytest.importorskip("lightning")
+    project.write("m", HPARAMS)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", style)
+    assert (status, out) == (1, ""), err
+    assert (
+        f"  {project.name}/m.py:9: Lit._hparams_initial: a container of modules that "
+        "save_hyperparameters() ("
+    ) in err
+    assert "code of an installed package called from here, stores" in err
+    assert "nn.ModuleList" not in err
