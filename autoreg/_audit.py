@@ -67,6 +67,7 @@ from ._audit_scope import (
     carried_by_autoreg,
     class_entries,
     entries,
+    history_free_memo,
     is_device_cache,
     is_holder,
     iter_arrays,
@@ -351,7 +352,7 @@ def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]] | str:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            moved = copy.deepcopy(module).to("meta")
+            moved = copy.deepcopy(module, history_free_memo(module)).to("meta")
     except Exception as error:  # noqa: BLE001 - any failure: the findings stand as read
         return OWN_APPLY_FAILED.format(error=f"{type(error).__name__}: {error}")
     return {

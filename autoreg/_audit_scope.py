@@ -35,7 +35,7 @@ from ._facts import recomputed_names
 from ._frames import AUTOREG_DIR, TORCH_DIR
 from ._mixin import AutoRegisterMixin
 from ._state import MODULE_INTERNALS
-from ._walk import CONTAINERS
+from ._walk import CONTAINERS, iter_tensors
 
 __all__ = [
     "NOT_OWN_DIRS",
@@ -45,6 +45,7 @@ __all__ = [
     "carried_by_autoreg",
     "class_entries",
     "entries",
+    "history_free_memo",
     "is_device_cache",
     "is_holder",
     "is_own_code",
@@ -215,6 +216,31 @@ def is_holder(name: str, value: object) -> bool:
     if name.startswith("_") or issubclass(type(value), _NOT_OBJECTS) or callable(value):
         return False  # a framework's (private), a value without fields, or code
     return bool(object_fields(value))
+
+
+def history_free_memo(model: nn.Module, memo: dict[int, Any] | None = None) -> dict[int, Any]:
+    """A ``copy.deepcopy`` memo for ``model`` (added to ``memo``): each tensor with autograd
+    history that its modules hold (an attribute, in a container, or in a field of a plain object
+    they hold, ``OBJECT_DEPTH`` objects deep) mapped to a detached copy of its value, which
+    ``deepcopy`` refuses to copy (a state kept by a training forward, a metric's state fed a
+    tensor that requires grad)."""
+    memo = {} if memo is None else memo
+    seen: set[int] = set()
+    for module in model.modules():
+        level = [(name, value) for name, value in vars(module).items()]
+        for _ in range(OBJECT_DEPTH + 1):
+            deeper = []
+            for name, value in level:
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                for _, tensor in iter_tensors(value):
+                    if tensor.grad_fn is not None and id(tensor) not in memo:
+                        memo[id(tensor)] = tensor.detach().clone()
+                if is_holder(name, value):
+                    deeper.extend(object_fields(value))
+            level = deeper
+    return memo
 
 
 def object_fields(value: object) -> list[tuple[str, object]]:

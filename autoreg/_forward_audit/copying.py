@@ -26,7 +26,7 @@ from torch.utils._device import DeviceContext
 from torch.utils._pytree import tree_flatten
 
 from .._audit import Located, locate_unregistered
-from .._audit_scope import object_fields
+from .._audit_scope import history_free_memo, object_fields
 from .._errors import ForwardAuditError
 from .._messages.audits import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS
 from .._messages.describe import describe, describe_error
@@ -78,11 +78,7 @@ def copy_model(model: nn.Module, low: torch.dtype | None, meta: bool) -> nn.Modu
             elif type(parameter) is nn.Parameter and parameter.layout == torch.strided:
                 stand_in = torch.empty_like(parameter, device=STAND_IN)
                 memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
-    for module in model.modules():
-        for value in vars(module).values():
-            for _, tensor in iter_tensors(value):
-                if tensor.grad_fn is not None and id(tensor) not in memo:
-                    memo[id(tensor)] = tensor.detach().clone()
+    history_free_memo(model, memo)
     try:
         twin = copy.deepcopy(model, memo)
     except Exception as error:

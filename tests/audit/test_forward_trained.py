@@ -9,6 +9,7 @@ that blocks it, its value and the fix.
 from __future__ import annotations
 
 import threading
+import types
 
 import pytest
 import torch
@@ -43,6 +44,30 @@ def test_a_state_with_autograd_history_is_copied_as_a_detached_value() -> None:
     assert model.h is h
     assert model.h.grad_fn is not None
     assert model.activations == activations
+
+
+def test_a_state_with_autograd_history_in_a_held_object_is_copied_as_a_detached_value() -> None:
+    """Before: the copy refused it ("Only Tensors created explicitly by the user"), and the
+    model, which runs, was not audited: its stray ``torch.ones(2)`` went unreported."""
+
+    class Tracked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(2, 2)
+            self.stats = types.SimpleNamespace(h=None)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.linear(x)
+            self.stats.h = y  # kept with its autograd history, in a plain object
+            return y + torch.ones(2)
+
+    model = Tracked()
+    model(torch.randn(3, 2))
+    assert model.stats.h.grad_fn is not None
+    findings = autoreg.audit_forward(model, torch.randn(3, 2), low_precision=None)
+    assert [(f.kind, f.source.strip()) for f in findings] == [
+        ("device", "return y + torch.ones(2)")
+    ]
 
 
 def test_a_model_written_with_autoreg_is_clean_after_training() -> None:

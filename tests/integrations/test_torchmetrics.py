@@ -219,3 +219,36 @@ def test_the_states_a_metrics_own_apply_moves_are_not_findings() -> None:
     plain = nn.Sequential(MeanSquaredError())
     plain.stray = torch.ones(1)  # a plain attribute of the plain root: left by .to()
     assert [finding.path for finding in autoreg.find_unregistered(plain)] == ["stray"]
+
+
+class Scored(nn.Module):
+    """A metric updated in forward with the model's output, which requires grad (a training
+    step's ``self.auroc(logits.softmax(-1), y)``): its list states hold autograd results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+        from torchmetrics.classification import MulticlassAUROC
+
+        self.auroc = MulticlassAUROC(num_classes=3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x)
+        self.auroc(out.softmax(-1), y)
+        return out
+
+
+def test_a_metric_fed_a_tensor_that_requires_grad_has_no_findings() -> None:
+    """``Metric._apply`` moves its states however they were made. Before: the copy that reads
+    what it moves refused the states with autograd history (deepcopy does), and both audits
+    reported them: ``find_unregistered`` with "could not tell", ``audit_forward`` as state
+    stored by torchmetrics' own code, fixed by subclassing autoreg.Module."""
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+    assert autoreg.audit_forward(Scored(), x, y) == []
+    model = Scored()
+    model(x, y)
+    assert model.auroc.preds[0].grad_fn is not None  # guard: the case the copy refused
+    assert autoreg.find_unregistered(model) == []
+    model.to("meta")  # what the audits say
+    assert model.auroc.preds[0].is_meta
+    assert model.auroc._forward_cache.is_meta
