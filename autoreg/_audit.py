@@ -21,14 +21,13 @@ of each is written. Not findings (``_audit_scope`` decides all but the first):
   to ``nn.Module`` keeps autoreg's keys, but no ``.to()`` acts on them any more;
 - what the class's own ``_apply`` (outside torch and autoreg) moves, as torchmetrics' ``Metric``
   moves its states: read from a deep copy of that module converted to the meta device
-  (``_left_by_own_apply``; a module too large to copy, or whose copy fails, keeps every
-  finding, and the fix says that its class's ``_apply`` may move it);
-- a per-device cache (a dict whose keys are all device names, ``str(tensor.device)``) in a module
-  whose own class overrides ``_apply``, as timm's levit and efficientformerv2 attention blocks do:
-  the model fills it in an eval forward and looks entries up by the device it runs on, and its
-  ``_apply`` empties it, so ``.to()`` leaves nothing behind. Without such an ``_apply``, a dtype
-  move would leave the cached entries in their old dtype, and the model would read them: a
-  finding, whose fix says to empty the cache in ``_apply``;
+  (``_left_by_own_apply``; a module too large to copy, or whose copy fails, keeps every finding,
+  and the fix says that its class's ``_apply`` may move it). That covers a per-device cache (a dict
+  whose keys are all device names, ``str(tensor.device)``) that the class's ``_apply`` empties, as
+  timm's levit and efficientformerv2 attention blocks do: the model fills it in an eval forward and
+  looks entries up by the device it runs on. Where nothing empties it, a dtype move would leave the
+  cached entries in their old dtype, and the model would read them: a finding, whose fix says to
+  empty the cache in ``_apply``;
 - names an autoreg class declares ``autoreg.Plain``: kept in place on purpose;
 - nn.Module's internal attributes and autoreg's own ``_autoreg_*`` keys;
 - the tensor a forward pre-hook of ``torch.nn.utils.prune``, ``weight_norm`` or ``spectral_norm``
@@ -76,7 +75,7 @@ from ._audit_scope import (
     own_method,
 )
 from ._errors import NotAModuleError
-from ._facts import why_no_buffer_slot
+from ._facts import recomputed_names, why_no_buffer_slot
 from ._frames import location
 from ._messages.audits import (
     FIX_AROUND_SETATTR,
@@ -247,18 +246,20 @@ def _audit(
     for prefix, sub in root.named_modules(prefix=base):
         _class_tensors(sub, prefix, in_place, walked, classes, located)
         own_apply = reached and overrides_apply(type(sub))
+        # The weights sub's prune / weight_norm / spectral_norm hooks recompute before every
+        # forward, wherever else sub holds them (an RNN's _flat_weights): the next forward
+        # replaces them there too.
+        recomputed = {id(vars(sub).get(name)) for name in recomputed_names(sub._forward_pre_hooks)}
         left: dict[str, set[str]] | str | None = None  # what sub's own _apply leaves, when needed
         for name, value, kind in entries(sub):
             if kind != "value":
                 _held(sub, prefix, name, value, in_place, walked, located)
                 continue
-            if own_apply and is_device_cache(value):
-                continue  # its class empties it in _apply: .to() leaves nothing behind
             # autoreg's _apply converts what it carries, except leaves that require grad.
             moves = reached and carried_by_autoreg(sub, name, value)
             reported: set[int] = set()  # in this attribute: each tensor at its first path
             for path, tensor in iter_tensors(value, join(prefix, name)):
-                if id(tensor) in in_place or id(tensor) in reported:
+                if id(tensor) in in_place or id(tensor) in reported or id(tensor) in recomputed:
                     continue
                 if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue

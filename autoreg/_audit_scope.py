@@ -4,9 +4,8 @@
 tensors and list, tuple and dict attributes, less nn.Module's internal attributes, autoreg's own
 ``_autoreg_*`` keys, names an autoreg class declares ``autoreg.Plain``, and the tensors a forward
 pre-hook of prune, weight_norm or spectral_norm recomputes at every call. Of those, what an
-autoreg module carries moves with it (``carried_by_autoreg``), and a per-device cache moves with
-nothing left behind when its module's class empties it in ``_apply`` (``is_device_cache``,
-``overrides_apply``).
+autoreg module carries moves with it (``carried_by_autoreg``), and so does what a class's own
+``_apply`` converts (``overrides_apply``; a per-device cache it empties, ``is_device_cache``).
 
 ``find_unregistered`` also reads what no ``.to()`` ever moves (``entries``): numpy arrays
 (``array_dtype``) and plain objects held in public attributes (a dataclass, a namespace, a

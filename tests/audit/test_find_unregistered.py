@@ -355,6 +355,23 @@ def test_a_weight_recomputed_by_a_forward_pre_hook_is_not_a_finding(
     assert paths(linear) == []
 
 
+@pytest.mark.parametrize("after_forward", [False, True], ids=["built", "after-forward"])
+def test_a_recomputed_weight_held_elsewhere_by_its_module_is_not_a_finding(
+    after_forward: bool,
+) -> None:
+    """weight_norm on an LSTM: ``RNNBase.__setattr__`` puts the recomputed weight in
+    ``_flat_weights`` too, where the next forward replaces it as well. Before: reported there as
+    an autograd result to detach (in both audits)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # weight_norm is deprecated
+        lstm = nn.utils.weight_norm(nn.LSTM(3, 4), "weight_hh_l0")
+    if after_forward:
+        lstm(torch.randn(2, 1, 3))
+    assert any(t is lstm.weight_hh_l0 for t in lstm._flat_weights)  # guard: held there too
+    assert paths(lstm) == []
+    assert autoreg.audit_forward(lstm, torch.randn(2, 1, 3), low_precision=None) == []
+
+
 # --- tensors that require grad, and the fixes ----------------------------------------------------
 
 
@@ -693,6 +710,28 @@ def test_a_per_device_cache_that_apply_keeps_is_a_finding_with_its_fix() -> None
         "them; empty it in DeviceCache._apply (as timm's levit does), or do not cache"
     )
     module.double()  # why: the float32 entry stays, and forward reads it
+    assert module.cache["cpu"].dtype == torch.float32
+
+
+class KeptDeviceCache(DeviceCache):
+    """An ``_apply`` of its own that converts another attribute, and keeps the cache."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.ones(3)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        super()._apply(fn, recurse)
+        self.scale = fn(self.scale)
+        return self
+
+
+def test_a_per_device_cache_that_an_own_apply_keeps_is_a_finding() -> None:
+    """Before: any ``_apply`` of the class's own was taken to empty the cache: not reported."""
+    module = KeptDeviceCache()
+    module(torch.ones(3))
+    assert paths(module) == ["cache['cpu']"]
+    module.double()  # why: its _apply converts scale, and leaves the cache as it is
     assert module.cache["cpu"].dtype == torch.float32
 
 
