@@ -106,7 +106,7 @@ from ._messages.audits import (
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
 from ._state import FRAMEWORK, role_key
-from ._walk import CONTAINERS, iter_modules, iter_tensors
+from ._walk import CONTAINERS, iter_items, iter_modules, iter_tensors
 
 __all__ = [
     "Finding",
@@ -280,6 +280,9 @@ def _audit(
                 continue
             for path, array in iter_arrays(value, join(prefix, name)):
                 _array(sub, prefix, name, path, array, walked, located)
+            for path, item in iter_items(value, join(prefix, name)):  # plain objects in it
+                if is_holder(None, item):
+                    _held(sub, prefix, name, item, in_place, walked, located, path)
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
             for path, held in iter_modules(value, join(prefix, name)):
                 if held in audited:
@@ -370,13 +373,15 @@ def _held(
     in_place: set[int],
     walked: set[int],
     located: list[Located],
+    where: str | None = None,
 ) -> None:
-    """Add to ``located`` a numpy array ``module.name``, or what the plain object there holds:
-    its tensors and arrays (its fields, and the containers they hold), and those of the plain
-    objects in its public fields, ``OBJECT_DEPTH`` objects deep (a distribution that wraps
-    another). An object is read once, at the first module that holds it: its fix is in the
-    object, which all its holders share."""
-    where = join(prefix, name)
+    """Add to ``located`` a numpy array ``module.name``, or what the plain object there holds
+    (at ``where``, an item of a container ``module.name`` holds): its tensors and arrays (its
+    fields, and the containers they hold), and those of the plain objects in its public fields
+    and in the containers there, ``OBJECT_DEPTH`` objects deep (a distribution that wraps
+    another, a flow's list of transforms). An object is read once, at the first module that
+    holds it: its fix is in the object, which all its holders share."""
+    where = join(prefix, name) if where is None else where
     if array_dtype(value) is not None:
         _array(module, prefix, name, where, value, walked, located)
         return
@@ -400,6 +405,10 @@ def _held(
                 if id(item) not in walked and is_holder(field, item):
                     walked.add(id(item))
                     inner.append((f"{at}.{field}", item))
+                for path, held in iter_items(item, f"{at}.{field}"):
+                    if id(held) not in walked and is_holder(None, held):
+                        walked.add(id(held))
+                        inner.append((path, held))
         level = inner
 
 

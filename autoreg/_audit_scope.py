@@ -210,11 +210,14 @@ def own_method(cls: type, methods: tuple[str, ...]) -> tuple[str, str, str, int]
 OBJECT_DEPTH: Final = 3
 
 
-def is_holder(name: str, value: object) -> bool:
-    """Whether ``value``, held in ``name``, is a plain object whose fields the audit reads."""
-    if name.startswith("_") or issubclass(type(value), _NOT_OBJECTS) or callable(value):
-        return False  # a framework's (private), a value without fields, or code
-    return bool(object_fields(value))
+def is_holder(name: str | None, value: object) -> bool:
+    """Whether ``value``, held in ``name`` (None: an item of a container), is a plain object
+    whose fields the audit reads."""
+    if name is not None and name.startswith("_"):
+        return False  # a framework's (private)
+    if issubclass(type(value), (*_NOT_OBJECTS, *CONTAINERS)):
+        return False  # a value without fields, or a container (walked)
+    return bool(object_fields(value))  # code has none: a function's __dict__ is empty
 
 
 def history_free_memo(model: nn.Module, memo: dict[int, Any] | None = None) -> dict[int, Any]:

@@ -10,13 +10,14 @@ modules included, is a leaf.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
 
 __all__ = [
     "CONTAINERS",
+    "iter_items",
     "iter_modules",
     "iter_tensors",
     "loose_tensors",
@@ -45,7 +46,16 @@ def iter_modules(value: object, path: str = "") -> Iterator[tuple[str, nn.Module
     return _iter_leaves(value, path, nn.Module)
 
 
-def _iter_leaves(value: object, path: str, kind: type[_Leaf]) -> Iterator[tuple[str, _Leaf]]:
+def iter_items(container: object, path: str = "") -> Iterator[tuple[str, object]]:
+    """Yield ``(path, item)`` for each item nested in ``container`` that is no container itself
+    (a tensor, a module, a number, a plain object), each once."""
+    if not isinstance(container, CONTAINERS):
+        return iter(())
+    return _iter_leaves(container, path, None)
+
+
+def _iter_leaves(value: object, path: str, kind: type[_Leaf] | None) -> Iterator[tuple[str, _Leaf]]:
+    """``kind``: None for every item that is no container."""
     # Depth first, with a stack of its own rather than recursion: a list nested thousands deep
     # is walked as any other (recursion raised RecursionError where nn.Module never looks).
     seen: set[int] = set()
@@ -54,13 +64,16 @@ def _iter_leaves(value: object, path: str, kind: type[_Leaf]) -> Iterator[tuple[
         for where, item in stack[-1]:
             if id(item) in seen:
                 continue
-            if isinstance(item, kind):
+            if kind is not None and isinstance(item, kind):
                 seen.add(id(item))
                 yield where, item
             elif isinstance(item, CONTAINERS):
                 seen.add(id(item))
                 stack.append(_entries(where, item))
                 break
+            elif kind is None:
+                seen.add(id(item))
+                yield where, cast(_Leaf, item)
         else:
             stack.pop()
 

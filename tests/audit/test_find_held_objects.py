@@ -177,3 +177,41 @@ def test_objects_are_walked_three_deep_each_once_and_never_into_private_fields()
         "held.inner.table",
         "held.inner.inner.table",
     ]
+
+
+class Scaled:
+    """A callable object holding a tensor (a loss with class weights, a transform)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.weight = weight
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight
+
+
+def test_objects_in_a_list_or_dict_and_in_an_objects_list_are_walked_too() -> None:
+    """A list of priors, a dict of configs, a flow's list of transforms, a callable object: all
+    stay where they are under ``.to()``. Before: none of them was read (the model passed)."""
+    from torch.distributions import AffineTransform, Normal, TransformedDistribution
+
+    box = Box()
+    box.priors = [Normal(torch.zeros(2), torch.ones(2))]
+    box.configs = {"a": Config(torch.ones(2), {})}
+    box.flow = TransformedDistribution(
+        Normal(torch.zeros(2), torch.ones(2)), [AffineTransform(torch.ones(2), torch.ones(2))]
+    )
+    box.loss = Scaled(torch.ones(3))
+    assert [f.path for f in autoreg.find_unregistered(box)] == [
+        "priors[0].loc",
+        "priors[0].scale",
+        "configs['a'].scale",
+        "flow.transforms[0].loc",
+        "flow.transforms[0].scale",
+        "flow.base_dist.loc",
+        "flow.base_dist.scale",
+        "loss.weight",
+    ]
+    box.to("meta")  # what the audit says
+    assert not box.priors[0].loc.is_meta
+    assert not box.flow.transforms[0].loc.is_meta
+    assert not box.loss.weight.is_meta
