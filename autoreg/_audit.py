@@ -82,6 +82,7 @@ from ._messages.audits import (
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
     FIX_CLASS_ATTRIBUTE,
+    FIX_CLASS_CONTAINER,
     FIX_COMPLEX,
     FIX_CONTAINER,
     FIX_CONTAINER_OR_CARRY,
@@ -324,7 +325,8 @@ def _class_tensors(
     for name, value, owner in found:
         if name in d:
             continue
-        fix = FIX_CLASS_ATTRIBUTE.format(owner=owner.__name__, name=name)
+        message = FIX_CLASS_ATTRIBUTE if isinstance(value, torch.Tensor) else FIX_CLASS_CONTAINER
+        fix = message.format(owner=owner.__name__, name=name, kind=type(value).__name__)
         for path, tensor in iter_tensors(value, join(prefix, name)):
             if id(tensor) in in_place or id(tensor) in walked:
                 continue

@@ -39,6 +39,12 @@ FIX_CLASS_ATTRIBUTE: Final = (
     "register_buffer('{name}', ..., persistent=False))"
 )
 
+FIX_CLASS_CONTAINER: Final = (
+    "defined on the class {owner}, which .to() never converts (it converts what each instance "
+    "holds): assign it in __init__ instead (self.{name} = ... on autoreg.Module, which carries "
+    "a {kind}, or autoreg.BufferList / autoreg.BufferDict)"
+)
+
 FIX_NO_SLOT: Final = (
     "'{name}' {where}: rename the attribute, or move the class-level value into __init__"
 )

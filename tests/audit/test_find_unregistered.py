@@ -940,6 +940,16 @@ def test_a_tensor_defined_on_the_class_is_reported_once_with_its_fix() -> None:
     assert root[1].table.dtype == torch.float32  # left behind, as reported
 
 
+def test_a_container_defined_on_the_class_is_not_told_to_become_a_buffer() -> None:
+    """``register_buffer`` refuses a list (before: the fix said to register it)."""
+    [first, _] = autoreg.find_unregistered(_AutoScaled())
+    assert first.fix == (
+        "defined on the class _AutoScaled, which .to() never converts (it converts what each "
+        "instance holds): assign it in __init__ instead (self.anchors = ... on autoreg.Module, "
+        "which carries a list, or autoreg.BufferList / autoreg.BufferDict)"
+    )
+
+
 def test_a_class_tensor_the_instance_hides_is_not_what_it_reads() -> None:
     module = _Shadowed()
     assert paths(module) == ["table"]  # the instance's own plain attribute, with its own fix
