@@ -78,6 +78,7 @@ from ._errors import NotAModuleError
 from ._facts import recomputed_names, why_no_buffer_slot
 from ._frames import location
 from ._messages.audits import (
+    FIX_ALIAS,
     FIX_AROUND_SETATTR,
     FIX_AUTOGRAD_RESULT,
     FIX_BUFFER,
@@ -196,11 +197,14 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Located:
-    """A finding with the module whose attribute holds it, and that module's dotted path."""
+    """A finding with the module whose attribute holds it, and that module's dotted path; for a
+    tensor that is a buffer of the tree under another name, or shares the storage of a parameter
+    or buffer of it, that one's path (``follows``)."""
 
     finding: Finding
     holder: nn.Module
     holder_path: str
+    follows: str | None = None
 
 
 def locate_unregistered(module: nn.Module) -> list[Located]:
@@ -270,13 +274,19 @@ def _audit(
                     if isinstance(left, dict) and name in left and relative not in left[name]:
                         continue  # its class's own _apply moves it (torchmetrics' states)
                 reported.add(id(tensor))
-                fix = _fix(sub, name, value, tensor)
+                alias = _alias_of(root, base, tensor)
+                if alias is not None:
+                    relation, kind, follows = alias
+                    fix = FIX_ALIAS.format(relation=relation, kind=kind, name=follows)
+                else:
+                    follows = None
+                    fix = _fix(sub, name, value, tensor)
                 if isinstance(left, str):  # whether its class's own _apply moves it is unknown
                     fix = FIX_OWN_APPLY_UNREAD.format(fix=fix, cls=type(sub).__name__, why=left)
                 if reached:
                     fix = _with_own_to(type(sub), fix)
                 finding = Finding(path, tensor, type(sub).__name__, name, fix)
-                located.append(Located(finding, sub, prefix))
+                located.append(Located(finding, sub, prefix, follows))
             if isinstance(value, torch.Tensor):
                 continue
             for path, array in iter_arrays(value, join(prefix, name)):
@@ -486,6 +496,31 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     if isinstance(module, AutoRegisterMixin):
         return FIX_CONTAINER.format(container=container)
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
+
+
+def _alias_of(root: nn.Module, base: str, tensor: torch.Tensor) -> tuple[str, str, str] | None:
+    """``(relation, kind, path)`` when ``tensor`` is a buffer of ``root``'s tree kept under
+    another name (``self.alias = self.table``), or shares its storage with a parameter or buffer
+    of it (``self.frozen = self.weight.detach()``): registered on its own, it would be converted
+    apart from the tensor it follows, and no longer see that one's in-place updates. A view of a
+    parameter has its own fix (``viewed_parameter``)."""
+    if tensor.device.type == "meta" or tensor._base is not None:
+        return None
+    storage = tensor.untyped_storage().data_ptr()
+    for kind, named in (
+        ("buffer", root.named_buffers(prefix=base, remove_duplicate=False)),
+        ("parameter", root.named_parameters(prefix=base, remove_duplicate=False)),
+    ):
+        for name, held in named:
+            if held is tensor:
+                return "the same tensor as", kind, name
+            if (
+                storage
+                and held.device == tensor.device
+                and held.untyped_storage().data_ptr() == storage
+            ):
+                return "shares its storage with", kind, name
+    return None
 
 
 def viewed_parameter(module: nn.Module, tensor: torch.Tensor) -> str | None:

@@ -90,7 +90,8 @@ class Changes:
         self.bases: dict[cst.ClassDef, list[cst.Arg]] = {}
         self.replaced: dict[cst.BaseSmallStatement, cst.BaseSmallStatement] = {}
         self.after: dict[cst.SimpleStatementLine, list[cst.SimpleStatementLine]] = {}
-        self.plain: dict[cst.ClassDef, list[str]] = {}  # names kept plain, if made autoreg
+        # names kept plain, if made autoreg, and why (a comment)
+        self.plain: dict[cst.ClassDef, list[tuple[str, str]]] = {}
         self.imports: set[str] = set()
         self.made: list[Edit] = []
         self.hand: list[HandEdit] = []
@@ -117,7 +118,7 @@ class Changes:
         elif isinstance(edit, MakeAutoreg):
             self._make_autoreg(cls, edit, refuse)
         elif isinstance(edit, DeclarePlain):
-            self.plain.setdefault(cls, []).append(edit.attribute)
+            self.plain.setdefault(cls, []).append((edit.attribute, edit.comment))
         elif isinstance(edit, DeclareBuffer):
             self._declare(cls, edit, refuse)
         elif isinstance(edit, RegisterBuffer):

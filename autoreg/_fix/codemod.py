@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from .._messages.fix import FIX_HAND_STALE_EDIT, FIX_HAND_UNPARSED, PLAIN_COMMENT
+from .._messages.fix import FIX_HAND_STALE_EDIT, FIX_HAND_UNPARSED
 from .changes import Changes
 from .edits import Edit, HandEdit
 from .imports import add_import
@@ -56,8 +56,9 @@ def rewrite(source: bytes, filename: str, edits: Sequence[Edit]) -> Rewrite:
     return Rewrite(module.bytes, module.encoding, changes.made, changes.hand)
 
 
-def _declare_plain(body: cst.BaseSuite, names: list[str]) -> cst.BaseSuite:
-    """``body`` with ``name: autoreg.Plain`` for each of ``names`` first (after a docstring)."""
+def _declare_plain(body: cst.BaseSuite, names: list[tuple[str, str]]) -> cst.BaseSuite:
+    """``body`` with ``name: autoreg.Plain  # comment`` for each of ``names`` (name, comment)
+    first (after a docstring)."""
     if not isinstance(body, cst.IndentedBlock):
         return body
     statements = list(body.body)
@@ -67,15 +68,14 @@ def _declare_plain(body: cst.BaseSuite, names: list[str]) -> cst.BaseSuite:
         and isinstance(first.body[0], cst.Expr)
         and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
-    comment = cst.TrailingWhitespace(
-        whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(PLAIN_COMMENT)
-    )
     lines = [
         cst.SimpleStatementLine(
             [cst.AnnAssign(cst.Name(name), cst.Annotation(cst.parse_expression("autoreg.Plain")))],
-            trailing_whitespace=comment,
+            trailing_whitespace=cst.TrailingWhitespace(
+                whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment)
+            ),
         )
-        for name in dict.fromkeys(names)
+        for name, comment in dict(names).items()
     ]
     at = 1 if docstring else 0
     return body.with_changes(body=[*statements[:at], *lines, *statements[at:]])

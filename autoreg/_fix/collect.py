@@ -27,6 +27,8 @@ from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._frames import TORCH_DIR, is_library, location
 from .._messages.fix import (
+    FIX_HAND_ALIAS,
+    FIX_HAND_ALIAS_EDIT,
     FIX_HAND_ARRAY,
     FIX_HAND_ARRAYS,
     FIX_HAND_AUTOGRAD,
@@ -48,6 +50,7 @@ from .._messages.fix import (
     FIX_HAND_PARAMETER_VIEW,
     FIX_HAND_PARAMETER_VIEW_EDIT,
     FIX_HAND_STORED,
+    PLAIN_COMMENT_ALIAS,
 )
 from .._mixin import AutoRegisterMixin
 from .._walk import CONTAINERS, iter_modules, iter_tensors
@@ -72,6 +75,7 @@ def collect(
     fixes: dict[Key, str] = {}
     paths: dict[Key, list[str]] = {}  # a held object's or an array's paths, in the first module
     later: dict[Key, list[Site]] = {}
+    follows: dict[Key, str] = {}  # what an alias follows (_audit.Located.follows)
     for entry in locate_unregistered(model):
         held = entry.finding
         key = (type(entry.holder), held.attribute, held.kind)
@@ -79,6 +83,8 @@ def collect(
         if entry.holder not in modules:
             modules.append(entry.holder)
         fixes.setdefault(key, held.fix)
+        if entry.follows is not None:
+            follows.setdefault(key, entry.follows)
         if entry.holder is modules[0]:
             relative = held.path.removeprefix(f"{entry.holder_path}.")
             paths.setdefault(key, []).append(relative)
@@ -96,7 +102,23 @@ def collect(
         sites = [site for module in modules for site in stores.of(module, attribute)]
         sites += later.get((cls, attribute, kind), [])
         fix, unique = fixes[cls, attribute, kind], tuple(dict.fromkeys(sites))
-        if kind == "tensor":
+        if (cls, attribute, kind) in follows:  # a second name for another tensor
+            reason = FIX_HAND_ALIAS.format(follows=follows[cls, attribute, kind])
+            edit = FIX_HAND_ALIAS_EDIT.format(
+                follows=follows[cls, attribute, kind], attribute=attribute
+            )
+            strays.append(
+                Stray(
+                    _classes(cls),
+                    attribute,
+                    Kind.HAND,
+                    unique,
+                    reason=reason,
+                    edit=edit,
+                    plain=PLAIN_COMMENT_ALIAS,
+                )
+            )
+        elif kind == "tensor":
             strays.append(_stray(cls, attribute, modules[0], unique, fix))
         else:  # in a plain object, or a numpy array: autoreg moves neither, whatever the style
             reason = _not_moved(

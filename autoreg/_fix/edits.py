@@ -78,10 +78,12 @@ class WrapModules:
 class DeclarePlain:
     """Base style: ``attribute: autoreg.Plain`` in the body of ``cls``, if ``cls`` becomes an
     autoreg class in this rewrite: autoreg then leaves the name a plain attribute (a complex
-    tensor that the core would cast to a real dtype)."""
+    tensor that the core would cast to a real dtype, an alias that it would convert apart from
+    the tensor it follows); ``comment`` says why, on that line."""
 
     cls: ClassInfo
     attribute: str
+    comment: str
 
 
 Edit: TypeAlias = MakeAutoreg | RegisterBuffer | DeclareBuffer | WrapModules | DeclarePlain

@@ -30,6 +30,7 @@ from .._messages.fix import (
     FIX_HAND_STORED_BY_PACKAGE_EDIT,
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
+    PLAIN_COMMENT,
 )
 from .edits import (
     DeclareBuffer,
@@ -79,15 +80,15 @@ def make_plan(
     for stray in strays:
         if stray.kind is Kind.HAND:
             _hand(plan, stray, stray.reason, stray.edit)
+            if style == "base" and stray.plain:  # if its class becomes autoreg's: kept plain
+                _keep_plain(plan, stray, stray.plain)
         elif stray.sites and all(site.caller is not None for site in stray.sites):
             _stored_by_package(plan, stray)
         elif stray.complex and (style == "buffer" or not keeps_complex):
             edit = FIX_HAND_COMPLEX_EDIT.format(attribute=stray.attribute)
             _hand(plan, stray, FIX_HAND_COMPLEX, edit)
             if style == "base":  # if its class becomes autoreg's for another name: kept plain
-                cls = _storing_class(stray)
-                if cls.filename is not None:
-                    plan.add(cls.filename, DeclarePlain(cls, stray.attribute))
+                _keep_plain(plan, stray, PLAIN_COMMENT)
         elif style == "base":
             _plan_base(plan, stray, root, libraries)
         else:
@@ -108,6 +109,14 @@ def _plan_base(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) ->
         torch_bases = [kind for kind in cls.bases if kind != "other"]
         replace = cls.bases.index("module") if torch_bases == ["module"] else None
         plan.add(cls.filename, MakeAutoreg(cls, replace))
+
+
+def _keep_plain(plan: Plan, stray: Stray, comment: str) -> None:
+    """``attribute: autoreg.Plain  # comment`` in the class that stores ``stray``, if it becomes
+    autoreg's."""
+    cls = _storing_class(stray)
+    if cls.filename is not None:
+        plan.add(cls.filename, DeclarePlain(cls, stray.attribute, comment))
 
 
 def _storing_class(stray: Stray) -> ClassInfo:

@@ -79,6 +79,7 @@ class Stray:
     reason: str = ""
     edit: str = ""
     complex: bool = False
+    plain: str = ""  # base style: kept a plain attribute if its class becomes autoreg's; why
 
     @property
     def name(self) -> str:

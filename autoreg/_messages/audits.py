@@ -58,6 +58,11 @@ FIX_PARAMETER_VIEW: Final = (
     "the view on its old values; take the view where it is used"
 )
 
+FIX_ALIAS: Final = (
+    "{relation} the {kind} {name}: .to() gives {name} new values and leaves this one on the old "
+    "(a buffer of its own would no longer follow {name}); read {name} where it is used"
+)
+
 FIX_STRAY_PARAMETER: Final = (
     "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
 )

@@ -54,6 +54,15 @@ FIX_HAND_PARAMETER_VIEW_EDIT: Final = (
     "take the view of self.{parameter} where it is used, instead of keeping it in self.{attribute}"
 )
 
+FIX_HAND_ALIAS: Final = (
+    "follows {follows} (the same tensor, or its storage): registered or carried on its own, it "
+    "would be converted apart from {follows} and miss its in-place updates"
+)
+
+FIX_HAND_ALIAS_EDIT: Final = (
+    "read {follows} where self.{attribute} is used, and drop self.{attribute}"
+)
+
 FIX_HAND_AUTOGRAD: Final = (
     "an autograd result (it requires grad and is not a leaf), stored while the model is built"
 )
@@ -130,6 +139,7 @@ FIX_HAND_COMPLEX_EDIT: Final = (
 )
 
 PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"
+PLAIN_COMMENT_ALIAS: Final = "# an alias: .to() would convert a buffer of it apart from its tensor"
 
 FIX_HAND_OTHER_VALUE: Final = (
     "stores {what} here, where register_buffer takes only a tensor or None"

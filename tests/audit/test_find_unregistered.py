@@ -1064,3 +1064,27 @@ def test_the_plain_tensors_of_a_module_with_its_own_apply_count_against_its_copy
     assert all("more than 5 elements, too many to copy" in f.fix for f in findings)
     monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 6)
     assert paths(_moves_its_state(__name__)()) == ["kept"]  # guard: copied at the limit
+
+
+def test_an_alias_is_told_to_read_what_it_follows_not_to_become_a_buffer() -> None:
+    """Registered on its own, an alias of a buffer, or a detached copy of a parameter that
+    shares its storage, would be converted apart from it and miss its in-place updates (running
+    statistics, optimizer steps). Before: the fix said to register it."""
+    model = Box()
+    model.linear = nn.Linear(2, 2)
+    model.register_buffer("table", torch.ones(3))
+    model.alias = model.table
+    model.frozen = model.linear.weight.detach()
+    alias, frozen = autoreg.find_unregistered(model)
+    assert alias.fix == (
+        "the same tensor as the buffer table: .to() gives table new values and leaves this one "
+        "on the old (a buffer of its own would no longer follow table); read table where it is "
+        "used"
+    )
+    assert frozen.fix == (
+        "shares its storage with the parameter linear.weight: .to() gives linear.weight new "
+        "values and leaves this one on the old (a buffer of its own would no longer follow "
+        "linear.weight); read linear.weight where it is used"
+    )
+    model.double()  # what the fixes say
+    assert model.alias.dtype == model.frozen.dtype == torch.float32

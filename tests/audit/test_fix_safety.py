@@ -417,3 +417,46 @@ def test_what_an_installed_package_stores_is_listed_at_the_users_call(
     ) in err
     assert "code of an installed package called from here, stores" in err
     assert "nn.ModuleList" not in err
+
+
+ALIAS = """\
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.register_buffer("running", torch.zeros(3))
+        self.recent = self.running
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        self.running.add_(x.mean(0))
+        return self.lin(x) * self.mask + self.recent
+
+
+def build():
+    return Model(), (torch.ones(2, 3),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_an_alias_of_a_buffer_is_listed_and_never_made_a_buffer_of_its_own(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """A second buffer, or autoreg's registration of it in a class made autoreg's, would be
+    converted apart from ``running``: after ``.to()`` forward would read a copy that its
+    in-place updates never reach. Before: both styles made it one (a wrong result, no error)."""
+    project.write("m", ALIAS)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 1
+    assert "Model.recent: follows running (the same tensor, or its storage)" in err
+    project.forget()
+    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model.double()
+    model(torch.ones(2, 3, dtype=torch.float64))
+    assert "recent" not in model._buffers
+    assert model.recent is model.__dict__["recent"]  # a plain attribute, as before
+    assert project.read("m").count("register_buffer") == 1 + (style == "buffer")  # + mask's
