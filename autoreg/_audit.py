@@ -480,6 +480,8 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
         if tensor.is_complex():
             return FIX_COMPLEX
         return FIX_BUFFER.format(name=name)
+    if isinstance(module, AutoRegisterMixin) and module.__dict__.get(role_key(name)) == FRAMEWORK:
+        return FIX_FRAMEWORK.format(cls=cls)  # a container a framework base keeps (row 4)
     if is_device_cache(value):
         return FIX_DEVICE_CACHE.format(cls=cls)
     if tensor.is_complex() and not tensor.requires_grad:

@@ -160,3 +160,28 @@ def test_the_subclasss_own_tensors_move_and_lightning_tracks_the_dtype(
     # The runtime tensor from training_step: carried by autoreg; the twin leaves it behind.
     expected = torch.bfloat16 if cls is AutoClassifier else torch.float32
     assert model.last_batch.dtype == expected
+
+
+class HoldsWeights(autoreg.AutoRegisterMixin, pl.LightningModule):
+    def __init__(self, class_weights: torch.Tensor) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # Lightning's code keeps the tensor in _hparams (row 4)
+        self.linear = nn.Linear(2, 3)
+
+
+def test_a_tensor_lightning_keeps_in_the_hyperparameters_is_told_to_be_the_models_own() -> None:
+    """Lightning's dicts are its own (row 4): autoreg never carries them, and the fix says so.
+    Before: "autoreg.BufferDict(...): buffers that move", which Lightning's dict cannot be."""
+    findings = autoreg.find_unregistered(HoldsWeights(torch.ones(3)))
+    assert {f.path for f in findings} == {
+        "_hparams['class_weights']",
+        "_hparams_initial['class_weights']",
+    }
+    assert all(
+        f.fix
+        == (
+            "kept by the code of a base class without autoreg (nn.Module's rules, row 4): convert "
+            "it where it is used, or assign it from HoldsWeights's own code"
+        )
+        for f in findings
+    )
