@@ -59,6 +59,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from ._audit_scope import (
     OBJECT_DEPTH,
@@ -99,6 +100,7 @@ from ._messages.audits import (
     FIX_OWN_TO,
     FIX_PARAMETER,
     FIX_PARAMETER_VIEW,
+    FIX_SHARED,
     FIX_STRAY_PARAMETER,
     NOT_A_MODULE,
     NOT_A_MODULE_CLASS_HINT,
@@ -107,7 +109,7 @@ from ._messages.audits import (
 )
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
-from ._state import FRAMEWORK, role_key
+from ._state import FRAMEWORK, MODULE_INTERNALS, role_key
 from ._walk import CONTAINERS, iter_items, iter_modules, iter_tensors
 
 __all__ = [
@@ -211,7 +213,8 @@ def locate_unregistered(module: nn.Module) -> list[Located]:
     """``find_unregistered(module)``, each finding with the module that holds it."""
     located: list[Located] = []
     in_place = _follow_in_place(module)
-    _audit(module, "", in_place, set(module.modules()), located, set(), {}, reached=True)
+    shared = _by_storage(module)
+    _audit(module, "", in_place, set(module.modules()), located, set(), {}, shared, reached=True)
     return located
 
 
@@ -237,6 +240,7 @@ def _audit(
     located: list[Located],
     walked: set[int],
     classes: dict[type, list[tuple[str, object, type]]],
+    shared: _ByStorage,
     *,
     reached: bool,
 ) -> None:
@@ -246,7 +250,8 @@ def _audit(
     ``reached``: whether ``.to()`` reaches that tree at all; a module held in a plain container is
     not reached, and then nothing in it moves, not even what autoreg carries. ``walked``: the
     ids of the plain objects, numpy arrays and tensors defined on a class already read;
-    ``classes``: ``_audit_scope.class_entries`` of each class met.
+    ``classes``: ``_audit_scope.class_entries`` of each class met; ``shared``: the tree's tensors
+    by storage (``_by_storage``).
     """
     for prefix, sub in root.named_modules(prefix=base):
         _class_tensors(sub, prefix, in_place, walked, classes, located)
@@ -274,10 +279,11 @@ def _audit(
                     if isinstance(left, dict) and name in left and relative not in left[name]:
                         continue  # its class's own _apply moves it (torchmetrics' states)
                 reported.add(id(tensor))
-                alias = _alias_of(root, base, tensor)
+                alias = _alias_of(shared, path, tensor)
                 if alias is not None:
                     relation, kind, follows = alias
-                    fix = FIX_ALIAS.format(relation=relation, kind=kind, name=follows)
+                    message = FIX_SHARED if kind == "attribute" else FIX_ALIAS
+                    fix = message.format(relation=relation, kind=kind, name=follows)
                 else:
                     follows = None
                     fix = _fix(sub, name, value, tensor)
@@ -313,7 +319,9 @@ def _audit(
                         reported.add(id(tensor))
                         finding = Finding(key, tensor, type(sub).__name__, name, fix)
                         located.append(Located(finding, sub, prefix))
-                _audit(held, path, in_place, audited, located, walked, classes, reached=False)
+                _audit(
+                    held, path, in_place, audited, located, walked, classes, shared, reached=False
+                )
 
 
 def _class_tensors(
@@ -500,29 +508,62 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
 
 
-def _alias_of(root: nn.Module, base: str, tensor: torch.Tensor) -> tuple[str, str, str] | None:
-    """``(relation, kind, path)`` when ``tensor`` is a buffer of ``root``'s tree kept under
-    another name (``self.alias = self.table``), or shares its storage with a parameter or buffer
-    of it (``self.frozen = self.weight.detach()``): registered on its own, it would be converted
-    apart from the tensor it follows, and no longer see that one's in-place updates. A view of a
-    parameter has its own fix (``viewed_parameter``)."""
-    if tensor.device.type == "meta" or tensor._base is not None:
+# Each storage's tensors in a tree: (path, "parameter" / "buffer" / "attribute", tensor).
+_ByStorage = dict[int, list[tuple[str, str, torch.Tensor]]]
+
+
+def _by_storage(root: nn.Module) -> _ByStorage:
+    """The tensors of ``root``'s tree by the storage they use: its parameters and buffers, and
+    the tensors in its modules' plain attributes (containers included), each at every path."""
+    found: _ByStorage = {}
+
+    def add(path: str, kind: str, tensor: torch.Tensor) -> None:
+        if _has_storage(tensor):
+            storage = tensor.untyped_storage().data_ptr()
+            if storage:  # an empty tensor's is 0: shared by nothing
+                found.setdefault(storage, []).append((path, kind, tensor))
+
+    for path, parameter in root.named_parameters(remove_duplicate=False):
+        add(path, "parameter", parameter)
+    for path, buffer in root.named_buffers(remove_duplicate=False):
+        add(path, "buffer", buffer)
+    for prefix, module in root.named_modules():
+        for name, value in vars(module).items():
+            if name in MODULE_INTERNALS or not issubclass(type(value), (torch.Tensor, *CONTAINERS)):
+                continue
+            for path, tensor in iter_tensors(value, join(prefix, name)):
+                add(path, "attribute", tensor)
+    return found
+
+
+def _has_storage(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` has values in memory that another tensor could share: dense, off the
+    meta device, and no lazy module's parameter before its first forward."""
+    return (
+        tensor.layout is torch.strided
+        and tensor.device.type != "meta"
+        and not isinstance(tensor, UninitializedTensorMixin)
+    )
+
+
+def _alias_of(shared: _ByStorage, path: str, tensor: torch.Tensor) -> tuple[str, str, str] | None:
+    """``(relation, kind, path)`` of another tensor of the tree that ``tensor`` (found at
+    ``path``) is, or whose storage it shares: a buffer kept under another name (``self.alias =
+    self.table``), a parameter's detached copy, a view of another plain tensor (``self.k =
+    self.store[0]``), one tensor two modules hold. Registered or carried on their own, the two
+    would be converted apart and no longer share their values. A buffer or parameter is named
+    before a plain attribute, the same tensor before another one; a view of a parameter has its
+    own fix (``viewed_parameter``)."""
+    if isinstance(tensor._base, nn.Parameter) or not _has_storage(tensor):
         return None
-    storage = tensor.untyped_storage().data_ptr()
-    for kind, named in (
-        ("buffer", root.named_buffers(prefix=base, remove_duplicate=False)),
-        ("parameter", root.named_parameters(prefix=base, remove_duplicate=False)),
-    ):
-        for name, held in named:
-            if held is tensor:
-                return "the same tensor as", kind, name
-            if (
-                storage
-                and held.device == tensor.device
-                and held.untyped_storage().data_ptr() == storage
-            ):
-                return "shares its storage with", kind, name
-    return None
+    others = [
+        entry for entry in shared.get(tensor.untyped_storage().data_ptr(), ()) if entry[0] != path
+    ]
+    if not others:
+        return None
+    # A buffer or parameter first, then the same tensor before another sharing its storage
+    other, kind, held = min(others, key=lambda e: (e[1] == "attribute", e[2] is not tensor))
+    return ("the same tensor as" if held is tensor else "shares its storage with"), kind, other
 
 
 def viewed_parameter(module: nn.Module, tensor: torch.Tensor) -> str | None:

@@ -83,7 +83,10 @@ def collect(
         if entry.holder not in modules:
             modules.append(entry.holder)
         fixes.setdefault(key, held.fix)
-        if entry.follows is not None:
+        if entry.follows is not None and held.tensor._version:
+            # It shares its values with another tensor, and they were written in place (while
+            # built, or in the forward run once): converted apart, they would stop sharing them.
+            # Never written, as a mask handed to every block, each may be converted alone.
             follows.setdefault(key, entry.follows)
         if entry.holder is modules[0]:
             relative = held.path.removeprefix(f"{entry.holder_path}.")

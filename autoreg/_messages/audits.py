@@ -63,6 +63,12 @@ FIX_ALIAS: Final = (
     "(a buffer of its own would no longer follow {name}); read {name} where it is used"
 )
 
+FIX_SHARED: Final = (
+    "{relation} {name}, which .to() leaves behind too: made two buffers (or carried apart), they "
+    "would be converted apart and stop sharing their values; keep one on the module (a buffer) "
+    "and take the other from it where it is used"
+)
+
 FIX_STRAY_PARAMETER: Final = (
     "register_parameter('{name}', ...): an nn.Parameter stored around nn.Module.__setattr__"
 )

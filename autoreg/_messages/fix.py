@@ -55,8 +55,9 @@ FIX_HAND_PARAMETER_VIEW_EDIT: Final = (
 )
 
 FIX_HAND_ALIAS: Final = (
-    "follows {follows} (the same tensor, or its storage): registered or carried on its own, it "
-    "would be converted apart from {follows} and miss its in-place updates"
+    "shares its values with {follows} (the same tensor, or its storage), and they are written in "
+    "place: registered or carried on its own, it would be converted apart from {follows} and "
+    "miss those writes"
 )
 
 FIX_HAND_ALIAS_EDIT: Final = (

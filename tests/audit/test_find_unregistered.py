@@ -1088,3 +1088,20 @@ def test_an_alias_is_told_to_read_what_it_follows_not_to_become_a_buffer() -> No
     )
     model.double()  # what the fixes say
     assert model.alias.dtype == model.frozen.dtype == torch.float32
+
+
+def test_plain_tensors_that_share_their_values_are_told_to_keep_one() -> None:
+    """A view of another plain tensor, and one tensor two modules hold: as two buffers they
+    would be converted apart (before: the fix said to register each)."""
+    model = Box()
+    model.store = torch.zeros(2, 3)
+    model.first = model.store[0]
+    model.child = Box()
+    model.child.seen = model.store
+    found = {f.path: f.fix for f in autoreg.find_unregistered(model)}
+    assert found["first"].startswith(
+        "shares its storage with store, which .to() leaves behind too: made two buffers (or "
+        "carried apart), they would be converted apart and stop sharing their values"
+    )
+    assert found["child.seen"].startswith("the same tensor as store, which .to() leaves behind")
+    assert found["store"].startswith("the same tensor as child.seen")

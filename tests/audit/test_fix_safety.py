@@ -452,7 +452,7 @@ def test_an_alias_of_a_buffer_is_listed_and_never_made_a_buffer_of_its_own(
     project.write("m", ALIAS)
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
     assert status == 1
-    assert "Model.recent: follows running (the same tensor, or its storage)" in err
+    assert "Model.recent: shares its values with running (the same tensor, or its storage)" in err
     project.forget()
     model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
     model.double()
@@ -460,3 +460,115 @@ def test_an_alias_of_a_buffer_is_listed_and_never_made_a_buffer_of_its_own(
     assert "recent" not in model._buffers
     assert model.recent is model.__dict__["recent"]  # a plain attribute, as before
     assert project.read("m").count("register_buffer") == 1 + (style == "buffer")  # + mask's
+
+
+VIEWS = """\
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.store = torch.zeros(2, 4)
+        self.k = self.store[0]
+        self.v = self.store[1]
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.k.copy_(y.detach().mean(0))
+        return y + self.store.sum(0)
+
+
+def build():
+    return Model(), (torch.ones(2, 4),)
+"""
+
+SHARED = """\
+import torch
+from torch import nn
+
+
+class Accumulator(nn.Module):
+    def __init__(self, total):
+        super().__init__()
+        self.total = total
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        return x
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        total = torch.zeros(4)
+        self.a = Accumulator(total)
+        self.b = Accumulator(total)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(self.lin(x))) + self.b.total
+
+
+def build():
+    return Model(), (torch.ones(2, 4),)
+"""
+
+CHAINED = """\
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.acc = self.shown = torch.zeros(4)
+
+    def forward(self, x):
+        self.acc.add_(x.sum(0))
+        return self.lin(x) + self.shown
+
+
+def build():
+    return Model(), (torch.ones(2, 4),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+@pytest.mark.parametrize(
+    ("source", "pairs"),
+    [
+        pytest.param(VIEWS, [("store", "k")], id="views-of-a-plain-tensor"),
+        pytest.param(SHARED, [("a.total", "b.total")], id="one-tensor-two-modules-hold"),
+        pytest.param(CHAINED, [("acc", "shown")], id="chained-assignment"),
+    ],
+)
+def test_tensors_that_share_their_values_are_listed_and_keep_sharing_them(
+    project: Project,
+    capsys: pytest.CaptureFixture[str],
+    style: str,
+    source: str,
+    pairs: list[tuple[str, str]],
+) -> None:
+    """Made buffers (or carried) one by one, they would be converted apart, and forward would
+    read values the in-place updates of the other never reach (a wrong result after .double(),
+    no error). Before: both styles rewrote them, exit 0."""
+    project.write("m", source)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 1
+    assert "(the same tensor, or its storage)" in err
+    project.forget()
+    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model.double()
+    for first, second in pairs:
+        one = _at(model, first)
+        other = _at(model, second)
+        assert one.untyped_storage().data_ptr() == other.untyped_storage().data_ptr()
+
+
+def _at(model: torch.nn.Module, path: str) -> torch.Tensor:
+    module, _, name = path.rpartition(".")
+    return getattr(model.get_submodule(module), name)  # type: ignore[no-any-return]
