@@ -10,9 +10,11 @@ where the module's class and its bases are defined (``inspect``).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import inspect
 import os
+import sys
 import types
 import warnings
 from collections.abc import Callable, Iterable
@@ -37,6 +39,8 @@ from .._messages.fix import (
     FIX_HAND_DEVICE_CACHE,
     FIX_HAND_DEVICE_CACHE_EDIT,
     FIX_HAND_FINDING,
+    FIX_HAND_FROM_PRETRAINED,
+    FIX_HAND_FROM_PRETRAINED_EDIT,
     FIX_HAND_GRAD,
     FIX_HAND_GRAD_EDIT,
     FIX_HAND_IN_OBJECT,
@@ -51,6 +55,7 @@ from .._messages.fix import (
     FIX_HAND_PARAMETER_VIEW_EDIT,
     FIX_HAND_STORED,
     PLAIN_COMMENT_ALIAS,
+    PLAIN_COMMENT_FROM_PRETRAINED,
 )
 from .._mixin import AutoRegisterMixin
 from .._walk import CONTAINERS, iter_modules, iter_tensors
@@ -100,6 +105,7 @@ def collect(
             where = os.path.abspath(finding.filename)
             site = Site(where, finding.lineno, "forward", False, finding.stored)
             later.setdefault(key, []).append(site)
+    meta_built = _from_pretrained(model)
     strays = []
     for (cls, attribute, kind), modules in holders.items():
         sites = [site for module in modules for site in stores.of(module, attribute)]
@@ -122,7 +128,7 @@ def collect(
                 )
             )
         elif kind == "tensor":
-            strays.append(_stray(cls, attribute, modules[0], unique, fix))
+            strays.append(_stray(cls, attribute, modules[0], unique, fix, meta_built))
         else:  # in a plain object, or a numpy array: autoreg moves neither, whatever the style
             reason = _not_moved(
                 kind, modules[0].__dict__.get(attribute), paths[cls, attribute, kind]
@@ -151,8 +157,14 @@ def _holds_tensor(value: object) -> bool:
 
 
 def _stray(
-    cls: type, attribute: str, module: nn.Module, sites: tuple[Site, ...], fix: str
+    cls: type,
+    attribute: str,
+    module: nn.Module,
+    sites: tuple[Site, ...],
+    fix: str,
+    meta_built: bool = False,
 ) -> Stray:
+    """``meta_built``: the model is a transformers ``PreTrainedModel`` (``_from_pretrained``)."""
     classes = _classes(cls)
     value = module.__dict__.get(attribute)
 
@@ -203,6 +215,11 @@ def _stray(
         kind = Kind.TENSORS
     if isinstance(module, AutoRegisterMixin):  # autoreg would move it: something else is wrong
         return hand(FIX_HAND_FINDING.format(**text), fix)
+    if meta_built and kind is Kind.TENSOR and any(site.construction for site in sites):
+        edit = FIX_HAND_FROM_PRETRAINED_EDIT.format(**text)
+        return dataclasses.replace(
+            hand(FIX_HAND_FROM_PRETRAINED, edit), plain=PLAIN_COMMENT_FROM_PRETRAINED
+        )
     override = _moves_itself(cls)
     if override is not None:  # its own code may move it already: moved twice once registered
         method, where = override
@@ -211,6 +228,17 @@ def _stray(
     container = type(value).__name__ if kind is Kind.TENSORS else ""
     complex_ = any(t.is_complex() for _, t in iter_tensors(value))
     return Stray(classes, attribute, kind, sites, container, complex=complex_)
+
+
+def _from_pretrained(model: nn.Module) -> bool:
+    """Whether ``model`` is a transformers ``PreTrainedModel`` (by identity, once transformers
+    has loaded it: nothing is imported here). Its ``from_pretrained`` builds the model on the
+    meta device and gives each non-persistent buffer uninitialised memory, which only its
+    ``_init_weights`` sets: a tensor built in ``__init__`` made such a buffer (by either style)
+    would come back as garbage, where the plain attribute it was keeps its values."""
+    modeling = sys.modules.get("transformers.modeling_utils")
+    base = getattr(modeling, "PreTrainedModel", None)
+    return isinstance(base, type) and isinstance(model, base)
 
 
 # The methods that move a module's tensors: a class that overrides one moves what it keeps itself.

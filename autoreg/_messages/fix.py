@@ -64,6 +64,18 @@ FIX_HAND_ALIAS_EDIT: Final = (
     "read {follows} where self.{attribute} is used, and drop self.{attribute}"
 )
 
+FIX_HAND_FROM_PRETRAINED: Final = (
+    "built in a transformers PreTrainedModel, whose from_pretrained builds the model on the meta "
+    "device and fills each non-persistent buffer with uninitialised memory unless _init_weights "
+    "sets it: made a buffer, it would come back as garbage"
+)
+
+FIX_HAND_FROM_PRETRAINED_EDIT: Final = (
+    "compute it in a reset_buffers() method that __init__ calls, and call "
+    "autoreg.reset_buffers(module, recurse=False) from _init_weights (the transformers recipe, "
+    "docs/meta-device.md)"
+)
+
 FIX_HAND_AUTOGRAD: Final = (
     "an autograd result (it requires grad and is not a leaf), stored while the model is built"
 )
@@ -140,6 +152,7 @@ FIX_HAND_COMPLEX_EDIT: Final = (
 )
 
 PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"
+PLAIN_COMMENT_FROM_PRETRAINED: Final = "# from_pretrained would give a buffer of it no values"
 PLAIN_COMMENT_ALIAS: Final = "# an alias: .to() would convert a buffer of it apart from its tensor"
 
 FIX_HAND_OTHER_VALUE: Final = (

@@ -5,6 +5,7 @@ or ``_apply``) is listed, not rewritten."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -572,3 +573,60 @@ def test_tensors_that_share_their_values_are_listed_and_keep_sharing_them(
 def _at(model: torch.nn.Module, path: str) -> torch.Tensor:
     module, _, name = path.rpartition(".")
     return getattr(model.get_submodule(module), name)  # type: ignore[no-any-return]
+
+
+PRETRAINED = """\
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+
+class TinyConfig(PretrainedConfig):
+    model_type = "autoreg-fix-tiny"
+
+    def __init__(self, dim=4, **kwargs):
+        super().__init__(**kwargs)
+        self.dim = dim
+
+
+class TinyModel(PreTrainedModel):
+    config_class = TinyConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.lin = nn.Linear(config.dim, config.dim)
+        self.pos = torch.linspace(0, 1, config.dim)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            module.weight.data.fill_(0.1)
+            module.bias.data.zero_()
+
+    def forward(self, x):
+        self.last = x.detach()  # runtime state: makes the class autoreg's in the base style
+        return self.lin(x) + self.pos
+
+
+def build():
+    return TinyModel(TinyConfig()), (torch.randn(2, 4),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_tensor_built_in_a_pretrained_model_is_never_made_a_buffer(
+    project: Project, capsys: pytest.CaptureFixture[str], tmp_path: Path, style: str
+) -> None:
+    """transformers' from_pretrained builds on meta and gives non-persistent buffers
+    uninitialised memory unless _init_weights sets them; the plain attribute keeps its values.
+    Before: both styles made it a buffer, and from_pretrained returned garbage (no error)."""
+    pytest.importorskip("transformers")
+    project.write("m", PRETRAINED)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 1
+    assert "TinyModel.pos: built in a transformers PreTrainedModel" in err
+    project.forget()
+    module = __import__(f"{project.name}.m", fromlist=["build"])
+    module.build()[0].save_pretrained(tmp_path)
+    loaded = module.TinyModel.from_pretrained(tmp_path)
+    torch.testing.assert_close(loaded.pos, torch.linspace(0, 1, 4))
