@@ -21,6 +21,8 @@ from .._messages.fix import (
     FIX_A_PARAMETER,
     FIX_HAND_ANOTHER_VALUE,
     FIX_HAND_ANOTHER_VALUE_EDIT,
+    FIX_HAND_AUTOREG_NAME,
+    FIX_HAND_AUTOREG_NAME_EDIT,
     FIX_HAND_BASES,
     FIX_HAND_BASES_EDIT,
     FIX_HAND_BEFORE_INIT,
@@ -132,6 +134,9 @@ class Changes:
             return  # already done
         if any(arg.star for arg in bases) or len(bases) != len(edit.cls.bases):
             refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
+            return
+        if self.index.binds_elsewise("autoreg"):  # autoreg.Module would be the file's own
+            refuse(FIX_HAND_AUTOREG_NAME, FIX_HAND_AUTOREG_NAME_EDIT)
             return
         # Only a name (nn.Module, torch.nn.Module, Module) is replaced; an expression that gave
         # nn.Module this time (a conditional, a call) keeps its meaning: the mixin goes first.

@@ -215,7 +215,8 @@ def _stray(
         kind = Kind.TENSORS
     if isinstance(module, AutoRegisterMixin):  # autoreg would move it: something else is wrong
         return hand(FIX_HAND_FINDING.format(**text), fix)
-    if meta_built and kind is Kind.TENSOR and any(site.construction for site in sites):
+    built = any(site.construction and site.value == "tensor" for site in sites)
+    if meta_built and kind is Kind.TENSOR and built:  # a None declared there is no value
         edit = FIX_HAND_FROM_PRETRAINED_EDIT.format(**text)
         return dataclasses.replace(
             hand(FIX_HAND_FROM_PRETRAINED, edit), plain=PLAIN_COMMENT_FROM_PRETRAINED

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 import libcst.matchers as m
@@ -125,6 +125,33 @@ class Index(cst.CSTVisitor):
                         names.add(_bound(alias).partition(".")[0])
         return frozenset(names)
 
+    def binds_elsewise(self, name: str) -> bool:
+        """Whether the module binds ``name`` at its top level to anything but ``import name``
+        (a function, a class, an assignment, another import): ``name.X`` is then that."""
+        for statement in _top_statements(self.module.body):
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                if statement.name.value == name:
+                    return True
+                continue
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    names = () if isinstance(small.names, cst.ImportStar) else small.names
+                    plain = isinstance(small, cst.Import)
+                    if any(
+                        _bound(alias) == name and not (plain and dotted(alias.name) == name)
+                        for alias in names
+                    ):
+                        return True
+                elif isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                    targets = (
+                        [t.target for t in small.targets]
+                        if isinstance(small, cst.Assign)
+                        else [small.target]
+                    )
+                    if any(m.findall(t, m.Name(name)) for t in targets):
+                        return True
+        return False
+
     def torch_nn(self) -> tuple[str, bool]:
         """How the module spells ``torch.nn`` at its top level, and whether ``import torch``
         must be added for that spelling."""
@@ -219,6 +246,27 @@ def literal(text: str) -> object:
         return ast.literal_eval(text)
     except (SyntaxError, ValueError):
         return None
+
+
+def _top_statements(body: Sequence[cst.BaseStatement]) -> Iterator[cst.BaseStatement]:
+    """The statements of a module's top level, into ``if``, ``try`` and ``with`` blocks (which
+    bind names there too), never into functions or classes."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
+            blocks: list[cst.BaseSuite] = [statement.body]
+            orelse = getattr(statement, "orelse", None)
+            while orelse is not None:
+                blocks.append(orelse.body)
+                orelse = getattr(orelse, "orelse", None)
+            for handler in getattr(statement, "handlers", ()):
+                blocks.append(handler.body)
+            final = getattr(statement, "finalbody", None)
+            if final is not None:
+                blocks.append(final.body)
+            for block in blocks:
+                if isinstance(block, cst.IndentedBlock):
+                    yield from _top_statements(block.body)
 
 
 def _top_imports(module: cst.Module) -> Iterator[cst.Import | cst.ImportFrom]:

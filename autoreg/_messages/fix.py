@@ -305,6 +305,16 @@ FIX_HAND_WRAP_SHAPE: Final = (
 
 FIX_HAND_WRAP_METHOD: Final = "used with .{method}(), which nn.{container} does not have"
 
+FIX_HAND_AUTOREG_NAME: Final = (
+    "held by {cls}, in a file that binds the name autoreg to something of its own (a function, "
+    "a class, a value): import autoreg there would not be the library"
+)
+
+FIX_HAND_AUTOREG_NAME_EDIT: Final = (
+    "rename the file's autoreg, or import the library under another name and put its "
+    "AutoRegisterMixin first in the bases of {cls}"
+)
+
 FIX_HAND_BASES: Final = (
     "held by {cls}, whose class statement does not list the bases it has at run time"
 )

@@ -630,3 +630,41 @@ def test_a_tensor_built_in_a_pretrained_model_is_never_made_a_buffer(
     module.build()[0].save_pretrained(tmp_path)
     loaded = module.TinyModel.from_pretrained(tmp_path)
     torch.testing.assert_close(loaded.pos, torch.linspace(0, 1, 4))
+
+
+SHADOWED = """\
+import torch
+from torch import nn
+
+
+def autoreg(model, x, steps=3):
+    for _ in range(steps):
+        x = model(x)
+    return x
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.s = torch.linspace(1, 2, 4)
+
+    def forward(self, x):
+        return self.lin(x) * self.s
+
+
+def build():
+    return Model(), (torch.randn(2, 4),)
+"""
+
+
+def test_a_file_that_binds_the_name_autoreg_itself_is_not_given_autoreg_module(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``import autoreg`` was added and the base became ``autoreg.Module``, which the
+    file's own ``autoreg`` function then shadowed: the rewritten file no longer imported."""
+    project.write("m", SHADOWED)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert "Model: held by Model, in a file that binds the name autoreg to something" in err
+    assert project.read("m") == SHADOWED
