@@ -380,7 +380,11 @@ def why_no_buffer_slot(cls: type, name: str) -> str | None:
         return None
     if kind in _SLOT_REASONS:
         return _SLOT_REASONS[kind]
-    attribute = next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
+    owner = next(k for k in cls.__mro__ if name in k.__dict__)
+    attribute = owner.__dict__[name]
+    if owner is nn.Module:  # nn.Module's own method (half, type, cuda): only a rename helps
+        kind = type(attribute).__name__
+        return f"is nn.Module's own {kind} ({name}()) and hides any buffer of that name"
     return (
         f"is defined on the class (a class-level {type(attribute).__name__}) and hides any "
         "buffer of that name"

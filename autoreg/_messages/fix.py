@@ -89,7 +89,7 @@ FIX_HAND_PARAMETER_EDIT: Final = 'self.register_parameter("{attribute}", ...)'
 FIX_HAND_NO_SLOT: Final = "cannot be a buffer: '{attribute}' {where}"
 
 FIX_HAND_NO_SLOT_EDIT: Final = (
-    "remove the class-level value (or rename the attribute), then run autoreg fix again"
+    "rename the attribute (or remove a class-level value of your own), then run autoreg fix again"
 )
 
 FIX_HAND_DEVICE_CACHE: Final = "a per-device cache: moving its entries would keep their device keys"

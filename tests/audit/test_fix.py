@@ -47,7 +47,7 @@ _SETATTR = """\
 _OFFSET = """\
   fixproj/model.py:{line}: Model.offset: cannot be a buffer: 'offset' is defined on the class \
 (a class-level NoneType) and hides any buffer of that name
-      remove the class-level value (or rename the attribute), then run autoreg fix again
+      rename the attribute (or remove a class-level value of your own), then run autoreg fix again
 """
 _TEMPERATURE = """\
   fixproj/model.py:{line}: Model.temperature: requires grad: a weight to train wants \

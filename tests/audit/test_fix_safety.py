@@ -668,3 +668,13 @@ def test_a_file_that_binds_the_name_autoreg_itself_is_not_given_autoreg_module(
     assert status == 1
     assert "Model: held by Model, in a file that binds the name autoreg to something" in err
     assert project.read("m") == SHADOWED
+
+
+def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
+    """``self.half = torch.tensor(0.5)``: nn.Module's own method hides it; nothing of the user's
+    is there to remove (before: "defined on the class (a class-level function)")."""
+    from autoreg._facts import why_no_buffer_slot
+
+    assert why_no_buffer_slot(torch.nn.Linear, "half") == (
+        "is nn.Module's own function (half()) and hides any buffer of that name"
+    )
