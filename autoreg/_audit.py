@@ -70,6 +70,7 @@ from ._audit_scope import (
     history_free_memo,
     is_device_cache,
     is_holder,
+    is_public,
     iter_arrays,
     object_fields,
     overrides_apply,
@@ -297,7 +298,9 @@ def _audit(
                 continue
             for path, array in iter_arrays(value, join(prefix, name)):
                 _array(sub, prefix, name, path, array, walked, located)
-            for path, item in iter_items(value, join(prefix, name)):  # plain objects in it
+            # The plain objects in it, under a public name (a framework's are its own: FSDP2's
+            # state, under __composable_api_state_key_...)
+            for path, item in iter_items(value if is_public(name) else (), join(prefix, name)):
                 if is_holder(None, item):
                     _held(sub, prefix, name, item, in_place, walked, located, path)
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
@@ -425,7 +428,7 @@ def _held(
                 if id(item) not in walked and is_holder(field, item):
                     walked.add(id(item))
                     inner.append((f"{at}.{field}", item))
-                for path, held in iter_items(item, f"{at}.{field}"):
+                for path, held in iter_items(item if is_public(field) else (), f"{at}.{field}"):
                     if id(held) not in walked and is_holder(None, held):
                         walked.add(id(held))
                         inner.append((path, held))
@@ -518,10 +521,9 @@ def _by_storage(root: nn.Module) -> _ByStorage:
     found: _ByStorage = {}
 
     def add(path: str, kind: str, tensor: torch.Tensor) -> None:
-        if _has_storage(tensor):
-            storage = tensor.untyped_storage().data_ptr()
-            if storage:  # an empty tensor's is 0: shared by nothing
-                found.setdefault(storage, []).append((path, kind, tensor))
+        storage = _storage_of(tensor)
+        if storage:
+            found.setdefault(storage, []).append((path, kind, tensor))
 
     for path, parameter in root.named_parameters(remove_duplicate=False):
         add(path, "parameter", parameter)
@@ -536,14 +538,20 @@ def _by_storage(root: nn.Module) -> _ByStorage:
     return found
 
 
-def _has_storage(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` has values in memory that another tensor could share: dense, off the
-    meta device, and no lazy module's parameter before its first forward."""
-    return (
-        tensor.layout is torch.strided
-        and tensor.device.type != "meta"
-        and not isinstance(tensor, UninitializedTensorMixin)
-    )
+def _storage_of(tensor: torch.Tensor) -> int:
+    """Where the values of ``tensor`` are in memory, which another tensor may share; 0 where it
+    has none to share: an empty tensor, a sparse or meta one, a lazy module's parameter before
+    its first forward, a tensor subclass without storage of its own (an FSDP2 ``DTensor``)."""
+    if (
+        tensor.layout is not torch.strided
+        or tensor.device.type == "meta"
+        or isinstance(tensor, UninitializedTensorMixin)
+    ):
+        return 0
+    try:
+        return int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError, ValueError):
+        return 0
 
 
 def _alias_of(shared: _ByStorage, path: str, tensor: torch.Tensor) -> tuple[str, str, str] | None:
@@ -554,11 +562,10 @@ def _alias_of(shared: _ByStorage, path: str, tensor: torch.Tensor) -> tuple[str,
     would be converted apart and no longer share their values. A buffer or parameter is named
     before a plain attribute, the same tensor before another one; a view of a parameter has its
     own fix (``viewed_parameter``)."""
-    if isinstance(tensor._base, nn.Parameter) or not _has_storage(tensor):
+    storage = _storage_of(tensor)
+    if isinstance(tensor._base, nn.Parameter) or not storage:
         return None
-    others = [
-        entry for entry in shared.get(tensor.untyped_storage().data_ptr(), ()) if entry[0] != path
-    ]
+    others = [entry for entry in shared.get(storage, ()) if entry[0] != path]
     if not others:
         return None
     # A buffer or parameter first, then the same tensor before another sharing its storage

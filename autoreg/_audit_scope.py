@@ -48,6 +48,7 @@ __all__ = [
     "is_device_cache",
     "is_holder",
     "is_own_code",
+    "is_public",
     "iter_arrays",
     "object_fields",
     "overrides_apply",
@@ -210,10 +211,16 @@ def own_method(cls: type, methods: tuple[str, ...]) -> tuple[str, str, str, int]
 OBJECT_DEPTH: Final = 3
 
 
+def is_public(name: str) -> bool:
+    """Whether an attribute or field ``name`` is the model's to read: one whose name starts with
+    ``_`` is a framework's (Lightning's ``_trainer``, FSDP2's state)."""
+    return not name.startswith("_")
+
+
 def is_holder(name: str | None, value: object) -> bool:
     """Whether ``value``, held in ``name`` (None: an item of a container), is a plain object
     whose fields the audit reads."""
-    if name is not None and name.startswith("_"):
+    if name is not None and not is_public(name):
         return False  # a framework's (private)
     if issubclass(type(value), (*_NOT_OBJECTS, *CONTAINERS)):
         return False  # a value without fields, or a container (walked)

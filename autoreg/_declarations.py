@@ -40,8 +40,6 @@ from typing import (
 import torch
 from torch import nn
 
-from ._frames import AUTOREG_DIR
-
 __all__ = [
     "Carried",
     "Declaration",
@@ -102,9 +100,13 @@ def read_declarations(
 
 
 # Code between a class's creation and the code that asks for it: autoreg's and Python's own
-# (whose directory may hold the installed packages).
+# (whose directory may hold the installed packages). (_frames.AUTOREG_DIR is the same
+# directory; this module comes before _frames in the package's layers.)
 _PATHS = sysconfig.get_paths()
-_PASSED_BY = (AUTOREG_DIR, os.path.join(_PATHS["stdlib"], ""))
+_PASSED_BY = (
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), ""),
+    os.path.join(_PATHS["stdlib"], ""),
+)
 _INSTALLED = tuple(os.path.join(_PATHS[key], "") for key in ("purelib", "platlib"))
 
 

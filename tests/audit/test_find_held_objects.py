@@ -215,3 +215,12 @@ def test_objects_in_a_list_or_dict_and_in_an_objects_list_are_walked_too() -> No
     assert not box.priors[0].loc.is_meta
     assert not box.flow.transforms[0].loc.is_meta
     assert not box.loss.weight.is_meta
+
+
+def test_the_objects_in_a_private_attributes_container_are_a_frameworks_and_not_walked() -> None:
+    """FSDP2 keeps its state in a dict under ``__composable_api_state_key_...``: not the model's
+    (before: its parameter groups' tensors were reported, three objects deep)."""
+    box = Box()
+    box._state = {"fsdp": types.SimpleNamespace(groups=[types.SimpleNamespace(t=torch.ones(1))])}
+    box.public = [types.SimpleNamespace(_private=[types.SimpleNamespace(t=torch.ones(1))])]
+    assert autoreg.find_unregistered(box) == []
