@@ -161,9 +161,9 @@ class AutoRegisterMixin(_MixinBase):
             role = d.get(key)
             buffers = d.get("_buffers")
             if (
-                buffers
-                and type(value) is _TENSOR
+                buffers  # (a new name, the commonest in construction, fails at the next test)
                 and name in buffers
+                and type(value) is _TENSOR
                 and "_parameters" in d
                 and name not in d["_parameters"]
                 and not getattr(value, "_is_buffer", False)  # an nn.Buffer is row 1's
