@@ -201,8 +201,9 @@ def find_unregistered(module: nn.Module) -> list[Finding]:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Located:
     """A finding with the module whose attribute holds it, and that module's dotted path; for a
-    tensor that is a buffer of the tree under another name, or shares the storage of a parameter
-    or buffer of it, that one's path (``follows``)."""
+    tensor that shares its values with another tensor of the tree (a buffer under another name,
+    a view of another plain tensor, one tensor two modules hold), that one's path
+    (``follows``, ``_alias_of``)."""
 
     finding: Finding
     holder: nn.Module

@@ -88,7 +88,7 @@ def collect(
         if entry.holder not in modules:
             modules.append(entry.holder)
         fixes.setdefault(key, held.fix)
-        if entry.follows is not None and held.tensor._version:
+        if entry.follows is not None and _written(held.tensor):
             # It shares its values with another tensor, and they were written in place (while
             # built, or in the forward run once): converted apart, they would stop sharing them.
             # Never written, as a mask handed to every block, each may be converted alone.
@@ -229,6 +229,15 @@ def _stray(
     container = type(value).__name__ if kind is Kind.TENSORS else ""
     complex_ = any(t.is_complex() for _, t in iter_tensors(value))
     return Stray(classes, attribute, kind, sites, container, complex=complex_)
+
+
+def _written(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s values were written in place since it was made (its version counter,
+    which its views share); an inference tensor keeps none: taken as written."""
+    try:
+        return bool(tensor._version)
+    except RuntimeError:
+        return True
 
 
 def _from_pretrained(model: nn.Module) -> bool:

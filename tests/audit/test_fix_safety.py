@@ -678,3 +678,18 @@ def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
     assert why_no_buffer_slot(torch.nn.Linear, "half") == (
         "is nn.Module's own function (half()) and hides any buffer of that name"
     )
+
+
+def test_tensors_made_in_inference_mode_that_share_values_are_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An inference tensor keeps no version counter (reading it raised): taken as written."""
+    project.write(
+        "m",
+        SHARED.replace(
+            "return Model(), ", "with torch.inference_mode():\n        return Model(), "
+        ),
+    )
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1, err
+    assert "(the same tensor, or its storage)" in err
