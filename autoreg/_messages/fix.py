@@ -222,7 +222,10 @@ FIX_HAND_HELPER_EDIT: Final = (
     "persistent=False) in {function}(), or self.register_buffer(...) in {cls}.__init__"
 )
 
-FIX_HAND_NO_SOURCE: Final = "held by {cls}, whose source file cannot be read"
+FIX_HAND_NO_SOURCE: Final = (
+    "held by {cls}, whose class statement autoreg fix cannot find (a file it cannot read, or a "
+    "class made by type())"
+)
 
 FIX_HAND_NO_SOURCE_EDIT: Final = (
     "subclass autoreg.Module where {cls} is defined, or call autoreg.register_tensors(model) "

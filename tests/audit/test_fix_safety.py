@@ -693,3 +693,16 @@ def test_tensors_made_in_inference_mode_that_share_values_are_listed(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
     assert status == 1, err
     assert "(the same tensor, or its storage)" in err
+
+
+def test_a_class_made_by_type_is_said_to_have_no_class_statement(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: "whose source file cannot be read", of a file fix had just read."""
+    source = IN_A_BASES_INIT.replace("class Model(Base):", "class Unused(Base):").replace(
+        "return Model()", "return Base(3)"
+    )
+    project.write("m", source)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1, err
+    assert "Base.mask: held by Base, whose class statement autoreg fix cannot find" in err
