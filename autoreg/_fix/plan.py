@@ -17,6 +17,7 @@ from .._messages.fix import (
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
     FIX_HAND_HELPER,
+    FIX_HAND_HELPER_EARLY_EDIT,
     FIX_HAND_HELPER_EDIT,
     FIX_HAND_LIBRARY,
     FIX_HAND_MODULES_AS_IS,
@@ -223,7 +224,8 @@ def _in_classes(
         cls = next((c for c in stray.classes if c.holds(site)), None)
         if cls is None:
             reason = FIX_HAND_HELPER.format(function=site.function)
-            edit = FIX_HAND_HELPER_EDIT.format(
+            template = FIX_HAND_HELPER_EDIT if site.initialised else FIX_HAND_HELPER_EARLY_EDIT
+            edit = template.format(
                 cls=stray.classes[0].qualname, attribute=stray.attribute, function=site.function
             )
             plan.list_hand(HandEdit(site.filename, site.lineno, stray.name, reason, edit))

@@ -222,6 +222,12 @@ FIX_HAND_HELPER_EDIT: Final = (
     "persistent=False) in {function}(), or self.register_buffer(...) in {cls}.__init__"
 )
 
+FIX_HAND_HELPER_EARLY_EDIT: Final = (
+    "{function}() stores it before nn.Module.__init__ has run, when no buffer can be registered: "
+    'call it after super().__init__() and register it there (module.register_buffer("{attribute}", '
+    "value, persistent=False)), or register it in {cls}.__init__ after that call instead"
+)
+
 FIX_HAND_NO_SOURCE: Final = (
     "held by {cls}, whose class statement autoreg fix cannot find (a file it cannot read, or a "
     "class made by type())"

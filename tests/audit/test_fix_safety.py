@@ -330,6 +330,8 @@ def test_a_store_the_rewrite_cannot_register_first_is_listed_and_nothing_rewritt
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
     assert status == 1
     assert f"Model.mask: stored by {helper}, outside the class" in err
+    if source is BEFORE_MODULE_INIT:  # no buffer can be registered there: no such advice
+        assert "setup() stores it before nn.Module.__init__ has run" in err
     assert project.read("m") == source  # nothing rewritten: the model still builds
     assert "autoreg fix: nothing to rewrite." in err
 
