@@ -130,16 +130,15 @@ def _init_codes(cls: type) -> frozenset[CodeType]:
     as ``__init__`` under another name, a decorated one, a dataclass's, a partialmethod's)."""
     codes = set()
     for klass in cls.__mro__:
-        function = inspect.unwrap(vars(klass).get("__init__", None) or _no_init)
+        function = vars(klass).get("__init__")
+        if function is None:
+            continue
+        function = inspect.unwrap(function)
         function = getattr(function, "func", function)  # functools.partialmethod
         code = getattr(function, "__code__", None)
         if code is not None:
             codes.add(code)
     return frozenset(codes)
-
-
-def _no_init() -> None:  # whose code is no __init__'s
-    pass
 
 
 def _running_inits(module: nn.Module, frame: FrameType | None, inits: frozenset[CodeType]) -> int:
