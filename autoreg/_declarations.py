@@ -119,16 +119,18 @@ def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | Non
     ``cls``, from ``frame`` (the caller of an ``__init_subclass__``) up: the first frame that runs
     neither autoreg's code, Python's own (``types.new_class``, ``dataclasses.make_dataclass``),
     an ``__init_subclass__`` of the bases of ``cls`` nor a method of its metaclass, known by the
-    identity of their code. Where string annotations were written, which
-    ``cls.__module__`` need not name (a library's public path)."""
+    identity of their code. Where string annotations were written, which ``cls.__module__``
+    need not name (a library's public path)."""
     skipped = set()
-    for klass in (*cls.__mro__, *inspect.getmro(type(cls))):
-        for method in ("__init_subclass__", "__new__", "__init__", "__call__"):
-            function = vars(klass).get(method)
-            function = getattr(function, "__func__", function)  # a classmethod's, a staticmethod's
-            code = getattr(inspect.unwrap(function), "__code__", None) if function else None
-            if code is not None:
-                skipped.add(code)
+    methods = [(klass, "__init_subclass__") for klass in cls.__mro__]
+    for klass in inspect.getmro(type(cls)):  # what runs between the statement and those
+        methods += [(klass, method) for method in ("__new__", "__init__", "__call__")]
+    for klass, method in methods:
+        function = vars(klass).get(method)
+        function = getattr(function, "__func__", function)  # a classmethod's, a staticmethod's
+        code = getattr(inspect.unwrap(function), "__code__", None) if function else None
+        if code is not None:
+            skipped.add(code)
     while frame is not None and (frame.f_code in skipped or _passed_by(frame.f_code.co_filename)):
         frame = frame.f_back
     return frame.f_globals if frame is not None else None

@@ -237,3 +237,26 @@ def test_string_annotations_of_a_class_types_new_class_made_resolve_where_it_was
     namespace: dict[str, object] = {"__name__": "not_a_module", "types": types}
     exec(source, namespace)
     assert namespace["Made"]().state_dict().keys() == {"stats"}  # type: ignore[operator]
+
+
+def test_string_annotations_of_a_class_a_base_makes_in_its_own_init_resolve_there() -> None:
+    """The class statement runs in the base's ``__init__`` (a per-instance subclass): that frame
+    is where the annotation was written, though the base's code is in the new class's MRO."""
+    source = (
+        "from __future__ import annotations\n"
+        "import torch, autoreg\n"
+        "Kept = autoreg.Persistent\n"
+        "class Maker(autoreg.Module):\n"
+        "    def __init__(self, make=True):\n"
+        "        super().__init__()\n"
+        "        if make:\n"
+        "            class Made(Maker):\n"
+        "                stats: Kept\n"
+        "                def __init__(self):\n"
+        "                    super().__init__(make=False)\n"
+        "                    self.stats = torch.zeros(1)\n"
+        "            self.made = Made()\n"
+    )
+    namespace: dict[str, object] = {"__name__": "maker_module"}
+    exec(source, namespace)
+    assert namespace["Maker"]().made.state_dict().keys() == {"stats"}  # type: ignore[operator]
