@@ -260,3 +260,29 @@ def test_string_annotations_of_a_class_a_base_makes_in_its_own_init_resolve_ther
     namespace: dict[str, object] = {"__name__": "maker_module"}
     exec(source, namespace)
     assert namespace["Maker"]().made.state_dict().keys() == {"stats"}  # type: ignore[operator]
+
+
+def test_string_annotations_resolve_past_a_python_metaclass_between_statement_and_hook() -> None:
+    """A metaclass written in Python (``__new__`` and ``__call__`` frames of its own, here in a
+    namespace of its own) stands between the class statement and ``__init_subclass__``."""
+    meta_namespace: dict[str, object] = {"__name__": "meta_module"}
+    exec(
+        "import abc\n"
+        "class Meta(abc.ABCMeta):\n"
+        "    def __new__(mcls, name, bases, namespace, **kwargs):\n"
+        "        return super().__new__(mcls, name, bases, namespace, **kwargs)\n",
+        meta_namespace,
+    )
+    source = (
+        "from __future__ import annotations\n"
+        "import torch, autoreg\n"
+        "Kept = autoreg.Persistent\n"
+        "class Model(autoreg.Module, metaclass=Meta):\n"
+        "    stats: Kept\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.stats = torch.zeros(1)\n"
+    )
+    namespace: dict[str, object] = {"__name__": "model_module", "Meta": meta_namespace["Meta"]}
+    exec(source, namespace)
+    assert namespace["Model"]().state_dict().keys() == {"stats"}  # type: ignore[operator]
