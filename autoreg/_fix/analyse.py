@@ -2,11 +2,13 @@
 
 The target is built while ``sites`` records every store into a module. When the factory returns
 inputs, the forward is audited (``audit_forward``: what forward makes on the default device or
-dtype, which ``fix`` reports and never rewrites), then called once for real, on the CPU, as the
-factory built it (in its mode; under ``no_grad``, or with grad if it needs it), still
-recording: the state forward stores (a recurrent state, a cache, a mask) is then in the model,
-at the line that stored it, whether or not the forward audit could run. ``collect`` turns the
-attribute audit of the model after that call into ``Stray`` records.
+dtype, which ``fix`` reports and never rewrites), then called for real, on the CPU, as the
+factory built it (in its mode; under ``no_grad``, or with grad if it needs it), and once more
+in the other mode, still recording: the state forward stores (a recurrent state, a cache, a
+mask) is then in the model, at the line that stored it, whether or not the forward audit could
+run, and what it writes in place has been written (``collect`` keeps apart tensors that share
+values only when it ran in both modes and nothing wrote them). ``collect`` turns the attribute
+audit of the model after those calls into ``Stray`` records.
 
 What could not be audited is one line in ``Analysis.not_audited``, worded as ``autoreg audit``
 words it (``_audit_cli.forward_report``: where it stopped, and whether the error is the model's
@@ -60,10 +62,11 @@ def analyse(target: str, low: torch.dtype | None) -> Analysis:
     with record_stores() as stores:
         loaded = load(target)
     if loaded.args is None:
-        return Analysis(target, collect(loaded.model, stores))
+        return Analysis(target, collect(loaded.model, stores, exercised=False))
     forward = forward_report(loaded, None, None, low)
     analysis = Analysis(target, [], forward.findings, forward_audited=not forward.not_audited)
     ran = _run(loaded, stores)
+    exercised = ran is None and _run_in_the_other_mode(loaded, stores)
     if forward.not_audited:  # one line, as autoreg audit says it, whatever else it stops
         template = FIX_NOT_AUDITED if ran is not None else FIX_NOT_AUDITED_FORWARD
         analysis.not_audited.append(template.format(target=target, reason=forward.not_audited))
@@ -71,7 +74,7 @@ def analyse(target: str, low: torch.dtype | None) -> Analysis:
         analysis.not_audited.append(FIX_FORWARD_RAISED.format(target=target, error=ran))
     # The state forward stores: from the call itself; from the audit when the call raised.
     stored = forward.findings if ran is not None else ()
-    analysis.strays = collect(loaded.model, stores, stored)
+    analysis.strays = collect(loaded.model, stores, stored, exercised=exercised)
     return analysis
 
 
@@ -93,3 +96,18 @@ def _run(loaded: Target, stores: Stores) -> str | None:
         else:
             return None
     return failed
+
+
+def _run_in_the_other_mode(loaded: Target, stores: Stores) -> bool:
+    """Call the model once more with its mode flipped (``train()`` built, ``eval()`` now, or the
+    reverse), recording its stores; each module's own mode is then put back. Whether it ran:
+    what forward writes in place only in one mode (a statistic gathered at evaluation) is then
+    known, and the state it stores only in that mode is in the model."""
+    model = loaded.model
+    modes = [(module, module.training) for module in model.modules()]
+    model.train(not model.training)
+    try:
+        return _run(loaded, stores) is None
+    finally:
+        for module, training in modes:
+            module.training = training

@@ -54,6 +54,8 @@ from .._messages.fix import (
     FIX_HAND_PARAMETER_VIEW,
     FIX_HAND_PARAMETER_VIEW_EDIT,
     FIX_HAND_STORED,
+    FIX_MAY_BE_WRITTEN,
+    FIX_WRITTEN,
     PLAIN_COMMENT_ALIAS,
     PLAIN_COMMENT_FROM_PRETRAINED,
 )
@@ -69,18 +71,25 @@ __all__ = ["autoreg_keeps_complex", "collect"]
 
 
 def collect(
-    model: nn.Module, stores: Stores, forward: Iterable[ForwardFinding] = ()
+    model: nn.Module,
+    stores: Stores,
+    forward: Iterable[ForwardFinding] = (),
+    *,
+    exercised: bool,
 ) -> list[Stray]:
     """One ``Stray`` per class and attribute that leaves tensors behind, in the order
     ``find_unregistered`` reports them, then the state ``forward`` stores (its ``"stored"``
     findings), with the sites ``stores`` recorded while the model was built. Tensors inside a
     plain object and numpy arrays are strays of their own, listed (``Kind.HAND``) with the
-    audit's fix: autoreg moves neither, in any style."""
+    audit's fix: autoreg moves neither, in any style. ``exercised``: the model's forward ran in
+    both modes (``analyse``), so that a tensor nothing has written in place is one forward does
+    not write; otherwise tensors that share values are listed, whether or not they were."""
     holders: dict[Key, list[nn.Module]] = {}
     fixes: dict[Key, str] = {}
     paths: dict[Key, list[str]] = {}  # a held object's or an array's paths, in the first module
     later: dict[Key, list[Site]] = {}
     follows: dict[Key, str] = {}  # what an alias follows (_audit.Located.follows)
+    written: dict[Key, bool] = {}  # whether it is known to be written in place
     for entry in locate_unregistered(model):
         held = entry.finding
         key = (type(entry.holder), held.attribute, held.kind)
@@ -88,11 +97,13 @@ def collect(
         if entry.holder not in modules:
             modules.append(entry.holder)
         fixes.setdefault(key, held.fix)
-        if entry.follows is not None and _written(held.tensor):
+        if entry.follows is not None and (not exercised or _written(held.tensor)):
             # It shares its values with another tensor, and they were written in place (while
-            # built, or in the forward run once): converted apart, they would stop sharing them.
-            # Never written, as a mask handed to every block, each may be converted alone.
+            # built, or in forward), or may be (forward did not run in both modes): converted
+            # apart, they would stop sharing them. Never written, as a mask handed to every
+            # block, each may be converted alone.
             follows.setdefault(key, entry.follows)
+            written.setdefault(key, exercised)
         if entry.holder is modules[0]:
             relative = held.path.removeprefix(f"{entry.holder_path}.")
             paths.setdefault(key, []).append(relative)
@@ -112,7 +123,10 @@ def collect(
         sites += later.get((cls, attribute, kind), [])
         fix, unique = fixes[cls, attribute, kind], tuple(dict.fromkeys(sites))
         if (cls, attribute, kind) in follows:  # a second name for another tensor
-            reason = FIX_HAND_ALIAS.format(follows=follows[cls, attribute, kind])
+            reason = FIX_HAND_ALIAS.format(
+                follows=follows[cls, attribute, kind],
+                written=FIX_WRITTEN if written[cls, attribute, kind] else FIX_MAY_BE_WRITTEN,
+            )
             edit = FIX_HAND_ALIAS_EDIT.format(
                 follows=follows[cls, attribute, kind], attribute=attribute
             )

@@ -55,9 +55,15 @@ FIX_HAND_PARAMETER_VIEW_EDIT: Final = (
 )
 
 FIX_HAND_ALIAS: Final = (
-    "shares its values with {follows} (the same tensor, or its storage), and they are written in "
-    "place: registered or carried on its own, it would be converted apart from {follows} and "
-    "miss those writes"
+    "shares its values with {follows} (the same tensor, or its storage), and {written}: "
+    "registered or carried on its own, it would be converted apart from {follows} and miss "
+    "those writes"
+)
+
+FIX_WRITTEN: Final = "they are written in place"
+
+FIX_MAY_BE_WRITTEN: Final = (
+    "forward may write them in place (fix could not run it in both train and eval mode to see)"
 )
 
 FIX_HAND_ALIAS_EDIT: Final = (
