@@ -20,9 +20,11 @@ of each is written. Not findings (``_audit_scope`` decides all but the first):
   findings. Only an instance of an autoreg class carries: one unpickled after its class went back
   to ``nn.Module`` keeps autoreg's keys, but no ``.to()`` acts on them any more;
 - what the class's own ``_apply`` (outside torch and autoreg) moves, as torchmetrics' ``Metric``
-  moves its states: read from a deep copy of that module converted to the meta device
-  (``_left_by_own_apply``; a module too large to copy, or whose copy fails, keeps every finding,
-  and the fix says that its class's ``_apply`` may move it). That covers a per-device cache (a dict
+  moves its states, or an ancestor's moves (a wrapper that converts its child's constants):
+  read from a deep copy of the outermost such module converted to the meta device, by identity
+  (``_OwnApplies``: is the copy of the tensor still off the meta device where the copy of its
+  holder holds it; a module too large to copy, or whose copy fails, keeps every finding, and
+  the fix says that its class's ``_apply`` may move it). That covers a per-device cache (a dict
   whose keys are all device names, ``str(tensor.device)``) that the class's ``_apply`` empties, as
   timm's levit and efficientformerv2 attention blocks do: the model fills it in an eval forward and
   looks entries up by the device it runs on. Where nothing empties it, a dtype move would leave the
@@ -255,17 +257,22 @@ def _audit(
     ``classes``: ``_audit_scope.class_entries`` of each class met; ``shared``: the tree's tensors
     by storage (``_by_storage``).
     """
+    owners: list[tuple[str, nn.Module]] = []  # the modules of the tree with an own _apply
+    copies: dict[int, dict[int, Any] | str] = {}  # theirs converted, by id (_OwnApplies)
     for prefix, sub in root.named_modules(prefix=base):
         _class_tensors(sub, prefix, in_place, walked, classes, located)
-        own_apply = reached and overrides_apply(type(sub))
+        if reached and overrides_apply(type(sub)):
+            owners.append((prefix, sub))
+        # Whose own _apply may move what sub holds: its own, its ancestors' (named_modules comes
+        # to a module after its ancestors), the outermost first.
+        judge = _OwnApplies([owner for at, owner in owners if _within(prefix, at, base)], copies)
         # The weights sub's prune / weight_norm / spectral_norm hooks recompute before every
         # forward, wherever else sub holds them (an RNN's _flat_weights): the next forward
         # replaces them there too.
         recomputed = {id(vars(sub).get(name)) for name in recomputed_names(sub._forward_pre_hooks)}
-        left: dict[str, set[str]] | str | None = None  # what sub's own _apply leaves, when needed
         for name, value, kind in entries(sub):
             if kind != "value":
-                _held(sub, prefix, name, value, in_place, walked, located)
+                _held(sub, prefix, name, value, in_place, walked, located, judge=judge)
                 continue
             # autoreg's _apply converts what it carries, except leaves that require grad.
             moves = reached and carried_by_autoreg(sub, name, value)
@@ -275,11 +282,9 @@ def _audit(
                     continue
                 if moves and not (tensor.requires_grad and tensor.is_leaf):
                     continue
-                if own_apply:
-                    left = _left_by_own_apply(sub) if left is None else left
-                    relative = path[len(prefix) + 1 :] if prefix else path
-                    if isinstance(left, dict) and name in left and relative not in left[name]:
-                        continue  # its class's own _apply moves it (torchmetrics' states)
+                unread = judge.moves(sub, name, tensor)
+                if unread is True:
+                    continue  # an own _apply moves it (torchmetrics' states)
                 reported.add(id(tensor))
                 alias = _alias_of(shared, path, tensor)
                 if alias is not None:
@@ -289,8 +294,8 @@ def _audit(
                 else:
                     follows = None
                     fix = _fix(sub, name, value, tensor)
-                if isinstance(left, str):  # whether its class's own _apply moves it is unknown
-                    fix = FIX_OWN_APPLY_UNREAD.format(fix=fix, cls=type(sub).__name__, why=left)
+                if unread is not False:  # whether an own _apply moves it is unknown
+                    fix = FIX_OWN_APPLY_UNREAD.format(fix=fix, cls=unread[0], why=unread[1])
                 if reached:
                     fix = _with_own_to(type(sub), fix)
                 finding = Finding(path, tensor, type(sub).__name__, name, fix)
@@ -303,7 +308,7 @@ def _audit(
             # state, under __composable_api_state_key_...)
             for path, item in iter_items(value if is_public(name) else (), join(prefix, name)):
                 if is_holder(None, item):
-                    _held(sub, prefix, name, item, in_place, walked, located, path)
+                    _held(sub, prefix, name, item, in_place, walked, located, path, judge=judge)
             # Modules in a plain container: nothing of theirs moves (autoreg does not carry them).
             for path, held in iter_modules(value, join(prefix, name)):
                 if held in audited:
@@ -361,12 +366,13 @@ def _class_tensors(
 _OWN_APPLY_COPY_LIMIT = 1 << 22
 
 
-def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]] | str:
-    """What ``.to("meta")`` leaves off the meta device in a deep copy of ``module``, whose class
-    has an ``_apply`` of its own outside torch and autoreg (torchmetrics' ``Metric`` converts its
-    states there): by attribute, the paths of its tensors (``iter_tensors``). Why it cannot be
-    told, when the module is too large to copy or the copy or its conversion fails: every tensor
-    found is then reported, and its fix says that the class's ``_apply`` may move it."""
+def _converted_copy(module: nn.Module) -> dict[int, Any] | str:
+    """A deep copy of ``module``, whose class has an ``_apply`` of its own outside torch and
+    autoreg (torchmetrics' ``Metric`` converts its states there, a wrapper may convert its
+    children's), moved to the meta device: the copy's memo, each object copied by the id of its
+    original (what is still off the meta device in the copy stays behind). Why it cannot be told,
+    when the module is too large to copy or the copy or its conversion fails: every tensor found
+    is then reported, and its fix says that the class's ``_apply`` may move it."""
     size = sum(
         tensor.numel()
         for sub in module.modules()
@@ -377,16 +383,52 @@ def _left_by_own_apply(module: nn.Module) -> dict[str, set[str]] | str:
     )  # what the copy would hold: parameters, buffers and plain tensors, of every module in it
     if size > _OWN_APPLY_COPY_LIMIT:
         return OWN_APPLY_TOO_LARGE.format(limit=_OWN_APPLY_COPY_LIMIT)
+    memo = history_free_memo(module)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            moved = copy.deepcopy(module, history_free_memo(module)).to("meta")
+            copy.deepcopy(module, memo).to("meta")
     except Exception as error:  # noqa: BLE001 - any failure: the findings stand as read
         return OWN_APPLY_FAILED.format(error=f"{type(error).__name__}: {error}")
-    return {
-        name: {path for path, tensor in iter_tensors(value, name) if not tensor.is_meta}
-        for name, value in vars(moved).items()
-    }
+    return memo
+
+
+def _within(prefix: str, at: str, base: str) -> bool:
+    """Whether the module at ``prefix`` is the one at ``at`` or in its tree (``base``: the root's
+    prefix)."""
+    return at == base or prefix == at or prefix.startswith(f"{at}.")
+
+
+class _OwnApplies:
+    """Whether the own ``_apply`` of a module or of one of its ancestors (``owners``, the outermost
+    first: its copy holds the others, converted as ``.to()`` converts them) moves what the module,
+    or a plain object it holds, holds. ``copies``: each owner's converted copy
+    (``_converted_copy``), made when first asked, once per audit."""
+
+    def __init__(self, owners: list[nn.Module], copies: dict[int, dict[int, Any] | str]) -> None:
+        self.owners = owners
+        self.copies = copies
+
+    def moves(self, holder: object, field: str, tensor: torch.Tensor) -> bool | tuple[str, str]:
+        """True when an owner's ``_apply`` moves ``tensor``, held under ``field`` of ``holder``
+        (a module, or a plain object one holds); False when none does, or none has its own;
+        ``(class name, why)`` of the first owner that could not be copied, when none of those
+        inside it tells that it moves it."""
+        unread: tuple[str, str] | None = None
+        for owner in self.owners:
+            memo = self.copies.get(id(owner))
+            if memo is None:
+                memo = self.copies[id(owner)] = _converted_copy(owner)
+            if isinstance(memo, str):
+                unread = unread or (type(owner).__name__, memo)
+                continue
+            copied, moved = memo.get(id(holder)), memo.get(id(tensor))
+            if copied is not None and moved is not None:
+                value = dict(object_fields(copied)).get(field)
+                if not any(t is moved and not t.is_meta for _, t in iter_tensors(value)):
+                    return True  # its copy no longer holds it there, off the meta device
+            return unread or False  # the outermost copy made saw every conversion inside it
+        return unread or False
 
 
 def _held(
@@ -398,13 +440,16 @@ def _held(
     walked: set[int],
     located: list[Located],
     where: str | None = None,
+    *,
+    judge: _OwnApplies,
 ) -> None:
     """Add to ``located`` a numpy array ``module.name``, or what the plain object there holds
     (at ``where``, an item of a container ``module.name`` holds): its tensors and arrays (its
     fields, and the containers they hold), and those of the plain objects in its public fields
     and in the containers there, ``OBJECT_DEPTH`` objects deep (a distribution that wraps
-    another, a flow's list of transforms). An object is read once, at the first module that
-    holds it: its fix is in the object, which all its holders share."""
+    another, a flow's list of transforms), but for the tensors an own ``_apply`` moves
+    (``judge``). An object is read once, at the first module that holds it: its fix is in the
+    object, which all its holders share."""
     where = join(prefix, name) if where is None else where
     if array_dtype(value) is not None:
         _array(module, prefix, name, where, value, walked, located)
@@ -420,10 +465,17 @@ def _held(
         for at, holder in level:
             for field, item in object_fields(holder):
                 for path, tensor in iter_tensors(item, f"{at}.{field}"):
-                    if id(tensor) not in in_place and id(tensor) not in reported:
-                        reported.add(id(tensor))
-                        finding = Finding(path, tensor, type(module).__name__, name, fix, "object")
-                        located.append(Located(finding, module, prefix))
+                    if id(tensor) in in_place or id(tensor) in reported:
+                        continue
+                    unread = judge.moves(holder, field, tensor)
+                    if unread is True:
+                        continue  # an own _apply moves it
+                    reported.add(id(tensor))
+                    told = fix
+                    if unread is not False:
+                        told = FIX_OWN_APPLY_UNREAD.format(fix=fix, cls=unread[0], why=unread[1])
+                    finding = Finding(path, tensor, type(module).__name__, name, told, "object")
+                    located.append(Located(finding, module, prefix))
                 for path, array in iter_arrays(item, f"{at}.{field}"):
                     _array(module, prefix, name, path, array, walked, located)
                 if id(item) not in walked and is_holder(field, item):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import pickle
 import sys
+import types
 import warnings
 from typing import Any, NamedTuple
 
@@ -1050,6 +1051,57 @@ def test_torchs_own_apply_overrides_are_nn_modules_to_the_audit(
     [finding] = autoreg.find_unregistered(Encoder())
     assert finding.path == "h0"
     assert "_apply" not in finding.fix
+
+
+class _Table(nn.Module):
+    """A plain module with two plain tensors and a plain object holding a third."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.ones(2)
+        self.kept = torch.ones(2)
+        self.config = types.SimpleNamespace(weights=torch.ones(2), other=torch.ones(2))
+
+
+class _MovesItsChildsTable(nn.Module):
+    """A parent whose own ``_apply`` converts what its child and the child's object hold (a
+    wrapper that keeps a third-party layer's constants in step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.child = _Table()
+
+    def _apply(self, fn: Any, recurse: bool = True) -> nn.Module:
+        super()._apply(fn, recurse)
+        self.child.table = fn(self.child.table)
+        self.child.config.weights = fn(self.child.config.weights)
+        return self
+
+
+def test_what_a_parents_own_apply_moves_in_its_child_is_not_a_finding() -> None:
+    """The parent's ``.to()`` moves ``child.table`` and the object's ``weights``: before, both
+    were reported (only the module's own class's ``_apply`` was asked)."""
+    model = nn.Sequential(_MovesItsChildsTable())
+    assert paths(model) == ["0.child.kept", "0.child.config.other"]
+    model.to("meta")
+    child = model[0].child
+    assert [child.table.is_meta, child.config.weights.is_meta] == [True, True]
+    assert [child.kept.is_meta, child.config.other.is_meta] == [False, False]
+    # The child audited alone: its own .to() moves none of them.
+    alone = _MovesItsChildsTable().child
+    assert paths(alone) == ["table", "kept", "config.weights", "config.other"]
+
+
+def test_a_parents_own_apply_that_cannot_be_copied_says_so_at_its_childs_findings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_audit, "_OWN_APPLY_COPY_LIMIT", 3)
+    findings = autoreg.find_unregistered(_MovesItsChildsTable())
+    assert [f.path for f in findings] == [
+        "child.table", "child.kept", "child.config.weights", "child.config.other"
+    ]  # fmt: skip
+    for finding in findings:
+        assert "_MovesItsChildsTable's own _apply() may move it" in finding.fix
 
 
 def test_the_plain_tensors_of_a_module_with_its_own_apply_count_against_its_copy(
