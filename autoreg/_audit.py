@@ -57,7 +57,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -341,9 +341,10 @@ def _class_tensors(
     classes: dict[type, list[tuple[str, object, type]]],
     located: list[Located],
 ) -> None:
-    """Add to ``located`` the tensors defined on the classes of ``module`` that it reads through
-    its class (no attribute of its own hides them), each once, at the first module that reads
-    it: ``.to()`` converts what an instance holds, never what its class does."""
+    """Add to ``located`` the tensors, numpy arrays and plain objects defined on the classes of
+    ``module`` that it reads through its class (no attribute of its own hides them), each once,
+    at the first module that reads it: ``.to()`` converts what an instance holds, never what its
+    class does."""
     cls = type(module)
     found = classes.get(cls)
     if found is None:
@@ -351,6 +352,9 @@ def _class_tensors(
     d = module.__dict__
     for name, value, owner in found:
         if name in d:
+            continue
+        if not issubclass(type(value), (torch.Tensor, *CONTAINERS)):  # an array, an object
+            _held(module, prefix, name, value, in_place, walked, located, judge=_NO_OWN_APPLY)
             continue
         message = FIX_CLASS_ATTRIBUTE if isinstance(value, torch.Tensor) else FIX_CLASS_CONTAINER
         fix = message.format(owner=owner.__name__, name=name, kind=type(value).__name__)
@@ -429,6 +433,9 @@ class _OwnApplies:
                     return True  # its copy no longer holds it there, off the meta device
             return unread or False  # the outermost copy made saw every conversion inside it
         return unread or False
+
+
+_NO_OWN_APPLY: Final = _OwnApplies([], {})  # what a class holds: no _apply converts it
 
 
 def _held(

@@ -109,11 +109,12 @@ def entries(module: nn.Module) -> Iterator[tuple[str, object, str]]:
 
 
 def class_entries(cls: type) -> list[tuple[str, object, type]]:
-    """``(name, value, owner)`` for the tensors and containers defined on the classes of ``cls``
-    (the first definition of each name in the MRO, as lookup finds it; dunder names, and names an
-    autoreg class declares ``autoreg.Plain``, aside). An instance without an attribute of its own
-    under the name reads it through its class, and ``.to()`` converts what the instance holds,
-    never what its class does."""
+    """``(name, value, owner)`` for the tensors, containers, numpy arrays and plain objects
+    (``is_holder``) defined on the classes of ``cls`` (the first definition of each name in the
+    MRO, as lookup finds it; dunder names, names an autoreg class declares ``autoreg.Plain``, and
+    descriptors - methods, properties: code, not data - aside). An instance without an attribute
+    of its own under the name reads it through its class, and ``.to()`` converts what the
+    instance holds, never what its class does."""
     found: list[tuple[str, object, type]] = []
     declarations = cls.__autoreg__.declarations if issubclass(cls, AutoRegisterMixin) else {}
     seen = {name for name, declared in declarations.items() if declared is Declaration.PLAIN}
@@ -122,7 +123,12 @@ def class_entries(cls: type) -> list[tuple[str, object, type]]:
             if name in seen or name.startswith("__"):
                 continue
             seen.add(name)
-            if issubclass(type(value), (torch.Tensor, *CONTAINERS)):  # the type: see entries
+            kind = type(value)  # the type: see entries
+            if (
+                issubclass(kind, (torch.Tensor, *CONTAINERS))
+                or array_dtype(value) is not None
+                or (not hasattr(kind, "__get__") and is_holder(name, value))
+            ):
                 found.append((name, value, klass))
     return found
 

@@ -144,9 +144,8 @@ def collect(
         elif kind == "tensor":
             strays.append(_stray(cls, attribute, modules[0], unique, fix, meta_built))
         else:  # in a plain object, or a numpy array: autoreg moves neither, whatever the style
-            reason = _not_moved(
-                kind, modules[0].__dict__.get(attribute), paths[cls, attribute, kind]
-            )
+            held = inspect.getattr_static(modules[0], attribute, None)  # the class's, maybe
+            reason = _not_moved(kind, held, paths[cls, attribute, kind])
             strays.append(
                 Stray(_classes(cls), attribute, Kind.HAND, unique, reason=reason, edit=fix)
             )

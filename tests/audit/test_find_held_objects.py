@@ -224,3 +224,33 @@ def test_the_objects_in_a_private_attributes_container_are_a_frameworks_and_not_
     box._state = {"fsdp": types.SimpleNamespace(groups=[types.SimpleNamespace(t=torch.ones(1))])}
     box.public = [types.SimpleNamespace(_private=[types.SimpleNamespace(t=torch.ones(1))])]
     assert autoreg.find_unregistered(box) == []
+
+
+class _Normalised(nn.Module):
+    """Constants defined on the class body, as preprocessing code keeps them."""
+
+    mean = np.array([0.5, 0.5], dtype=np.float32)
+    stats = types.SimpleNamespace(std=torch.ones(2))
+    scale = torch.ones(2)  # reported before too
+
+    @staticmethod
+    def helper(x: torch.Tensor) -> torch.Tensor:  # a descriptor on the class: code, not data
+        return x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - torch.as_tensor(self.mean)) / self.stats.std * self.scale
+
+
+def test_a_numpy_array_or_an_object_defined_on_the_class_is_reported_once() -> None:
+    """Before: a tensor defined on the class was reported, a numpy array or a plain object
+    holding a tensor there was missed."""
+    model = nn.Sequential(_Normalised(), _Normalised())
+    findings = autoreg.find_unregistered(model)
+    assert [(f.path, f.class_name, f.attribute, f.kind) for f in findings] == [
+        ("0.mean", "_Normalised", "mean", "numpy"),
+        ("0.stats.std", "_Normalised", "stats", "object"),
+        ("0.scale", "_Normalised", "scale", "tensor"),
+    ]
+    hidden = _Normalised()
+    hidden.mean = None  # an attribute of the instance hides the class's
+    assert [f.path for f in autoreg.find_unregistered(hidden)] == ["stats.std", "scale"]
