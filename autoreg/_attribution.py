@@ -43,9 +43,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from ._errors import AutoRegisterWarning
-from ._frames import AUTOREG_DIR, TORCH_DIR
 from ._messages.contract import UNDETERMINED_OWNER
 from ._messages.describe import describe
+from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import ClassRecord
 from ._state import FRAMEWORK, MODEL, PASS
 

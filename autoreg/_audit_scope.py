@@ -18,9 +18,7 @@ holds a framework's object (Lightning's ``_trainer``): not walked.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
-import sysconfig
 import types
 from collections.abc import Iterator
 from typing import Any, Final, cast
@@ -31,8 +29,8 @@ from torch import nn
 from ._carry import carried
 from ._declarations import Declaration
 from ._facts import recomputed_names
-from ._frames import AUTOREG_DIR, TORCH_DIR
 from ._mixin import AutoRegisterMixin
+from ._paths import AUTOREG_DIR, INSTALLED_DIRS, PYTHON_DIRS, TORCH_DIR
 from ._state import MODULE_INTERNALS
 from ._walk import CONTAINERS, iter_tensors
 
@@ -175,14 +173,7 @@ _MIXIN_APPLY: Final = vars(AutoRegisterMixin)["_apply"]
 
 # Where code that is not the user's own lives: Python's own modules, installed packages (a
 # framework's to(): Lightning's, transformers'), torch and autoreg (either may be a checkout).
-NOT_OWN_DIRS: Final = (
-    *{
-        os.path.join(sysconfig.get_paths()[key], "")
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-    },
-    TORCH_DIR,
-    AUTOREG_DIR,
-)
+NOT_OWN_DIRS: Final = (*PYTHON_DIRS, *INSTALLED_DIRS, TORCH_DIR, AUTOREG_DIR)
 _NOT_OWN: Final = (*NOT_OWN_DIRS, "<frozen ")  # and Python's own import machinery
 
 

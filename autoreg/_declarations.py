@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-import os
 import sys
-import sysconfig
 import types
 from collections.abc import Callable
 from types import FrameType
@@ -30,6 +28,7 @@ from typing import (
     Annotated,
     Any,
     ClassVar,
+    Final,
     ForwardRef,
     TypeAlias,
     Union,
@@ -39,6 +38,8 @@ from typing import (
 
 import torch
 from torch import nn
+
+from ._paths import AUTOREG_DIR, INSTALLED_DIRS, PYTHON_DIRS
 
 __all__ = [
     "Carried",
@@ -100,18 +101,12 @@ def read_declarations(
 
 
 # Code between a class's creation and the code that asks for it: autoreg's and Python's own
-# (whose directory may hold the installed packages). (_frames.AUTOREG_DIR is the same
-# directory; this module comes before _frames in the package's layers.)
-_PATHS = sysconfig.get_paths()
-_PASSED_BY = (
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), ""),
-    os.path.join(_PATHS["stdlib"], ""),
-)
-_INSTALLED = tuple(os.path.join(_PATHS[key], "") for key in ("purelib", "platlib"))
+# (whose directory may hold the installed packages).
+_PASSED_BY: Final = (AUTOREG_DIR, *PYTHON_DIRS)
 
 
 def _passed_by(filename: str) -> bool:
-    return filename.startswith(_PASSED_BY) and not filename.startswith(_INSTALLED)
+    return filename.startswith(_PASSED_BY) and not filename.startswith(INSTALLED_DIRS)
 
 
 def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | None:
@@ -121,7 +116,7 @@ def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | Non
     an ``__init_subclass__`` of the bases of ``cls`` nor a method of its metaclass, known by the
     identity of their code. Where string annotations were written, which ``cls.__module__``
     need not name (a library's public path)."""
-    skipped = set()
+    skipped: set[int] = set()  # the ids of the code passed (the functions hold it)
     methods = [(klass, "__init_subclass__") for klass in cls.__mro__]
     for klass in inspect.getmro(type(cls)):  # what runs between the statement and those
         methods += [(klass, method) for method in ("__new__", "__init__", "__call__")]
@@ -130,8 +125,11 @@ def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | Non
         function = getattr(function, "__func__", function)  # a classmethod's, a staticmethod's
         code = getattr(inspect.unwrap(function), "__code__", None) if function else None
         if code is not None:
-            skipped.add(code)
-    while frame is not None and (frame.f_code in skipped or _passed_by(frame.f_code.co_filename)):
+            skipped.add(id(code))  # by identity: hashing a code object hashes its constants,
+            # which dynamo's rewritten code may hold unhashable (a dict)
+    while frame is not None and (
+        id(frame.f_code) in skipped or _passed_by(frame.f_code.co_filename)
+    ):
         frame = frame.f_back
     return frame.f_globals if frame is not None else None
 

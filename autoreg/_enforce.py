@@ -21,7 +21,6 @@ from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
 from ._facts import why_no_buffer_slot
-from ._frames import AUTOREG_DIR
 from ._messages.contract import (
     CARRIED_COMPLEX,
     CARRY_COMPLEX,
@@ -37,6 +36,7 @@ from ._messages.contract import (
     WARN_UNDECLARED,
 )
 from ._messages.describe import describe
+from ._paths import AUTOREG_DIR
 from ._record import ClassRecord
 from ._walk import loose_tensors
 

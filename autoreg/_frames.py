@@ -10,11 +10,9 @@ import os
 import traceback
 from typing import Final
 
-import torch
+from ._paths import AUTOREG_DIR, TORCH_DIR
 
 __all__ = [
-    "AUTOREG_DIR",
-    "TORCH_DIR",
     "error_line",
     "is_library",
     "location",
@@ -22,8 +20,6 @@ __all__ = [
     "torch_module",
 ]
 
-TORCH_DIR: Final = os.path.dirname(torch.__file__) + os.sep
-AUTOREG_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # When the code is torch's own module (nn.Linear's forward), the line to report is in
 # torch/nn/modules, not in the module-calling machinery.
 _TORCH_MODULES: Final = os.path.join(TORCH_DIR, "nn", "modules") + os.sep

@@ -27,7 +27,7 @@ from .._audit import locate_unregistered, viewed_parameter
 from .._audit_scope import class_entries, is_device_cache, own_method
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
-from .._frames import TORCH_DIR, is_library, location
+from .._frames import is_library, location
 from .._messages.fix import (
     FIX_HAND_ALIAS,
     FIX_HAND_ALIAS_EDIT,
@@ -60,6 +60,7 @@ from .._messages.fix import (
     PLAIN_COMMENT_FROM_PRETRAINED,
 )
 from .._mixin import AutoRegisterMixin
+from .._paths import TORCH_DIR
 from .._walk import CONTAINERS, iter_modules, iter_tensors
 from .sites import Stores
 from .strays import ClassInfo, Kind, Site, Stray

@@ -24,8 +24,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._audit import Located
-from .._frames import AUTOREG_DIR, TORCH_DIR, is_library
+from .._frames import is_library
 from .._messages.audits import RETURNED
+from .._paths import AUTOREG_DIR, TORCH_DIR
 from .calls import Calls
 from .finding import Kind
 from .fixes import Records, record
