@@ -37,6 +37,7 @@ that compile counts are the hand-written module's.
 from __future__ import annotations
 
 import sys
+import types
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import torch
@@ -59,6 +60,7 @@ from ._facts import (
     situation,
 )
 from ._facts import is_compiling as _is_compiling
+from ._paths import TORCH_DIR
 from ._record import (
     CACHE_LIMIT,
     ClassRecord,
@@ -125,17 +127,14 @@ class AutoRegisterMixin(_MixinBase):
         if kwargs:
             unknown_keywords(cls, AutoRegisterMixin, kwargs)
         super().__init_subclass__(**kwargs)
-        if persistent is None and strict is None and warn is None:
-            parent = plain_subclass_of(cls)
-            if parent is not None:  # torch's parametrizations make one such class per instance
-                cls.__autoreg__ = create_record(cls, AutoRegisterMixin, {}, parent)
-                if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
-                    prepare(cls)  # else its __init__ is its base's, prepared already
-                return
         keywords = {"persistent": persistent, "strict": strict, "warn": warn}
-        namespace = defining_globals(cls, sys._getframe(1))
-        cls.__autoreg__ = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
-        prepare(cls)
+        if _is_compiling():
+            # A class statement inside a compiled function: dynamo compiles this frame too, and
+            # would trace the reading of the class (sys._getframe warns, its frame walk raised).
+            # Read by eager Python, as in eager code.
+            torch.compiler.disable(_set_up_past_dynamo)(cls, keywords)  # type: ignore[no-untyped-call]
+        else:
+            _set_up(cls, keywords, sys._getframe(1))
 
     def __setattr__(self, name: str, value: Any) -> None:
         cls = type(self)
@@ -281,6 +280,34 @@ class AutoRegisterMixin(_MixinBase):
     # moment nn.Module converts a buffer held here: the function itself, not a method that calls
     # it (.to() runs it once per autoreg module; a frame costs).
     _apply = apply
+
+
+def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType) -> None:
+    """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
+    frame ``caller``, or one of its callers), and its construction methods wrapped."""
+    record: ClassRecord
+    if all(value is None for value in keywords.values()):
+        parent = plain_subclass_of(cls)
+        if parent is not None:  # torch's parametrizations make one such class per instance
+            record = create_record(cls, AutoRegisterMixin, {}, parent)
+            cls.__autoreg__ = record  # type: ignore[attr-defined]
+            if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
+                prepare(cls)  # else its __init__ is its base's, prepared already
+            return
+    namespace = defining_globals(cls, caller)
+    record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
+    cls.__autoreg__ = record  # type: ignore[attr-defined]
+    prepare(cls)
+
+
+def _set_up_past_dynamo(cls: type, keywords: dict[str, bool | None]) -> None:
+    """``_set_up``, called by eager Python from an ``__init_subclass__`` dynamo compiles: the
+    frames of torch's own code between (dynamo's, which runs this) are passed, and the class
+    statement is found from the ``__init_subclass__`` up, as in eager code."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(TORCH_DIR):
+        frame = frame.f_back
+    _set_up(cls, keywords, frame)
 
 
 def _declare_loaded(module: nn.Module) -> None:

@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from .._audit_scope import is_own_code
-from .._frames import AUTOREG_DIR
 from .._mixin import AutoRegisterMixin
+from .._paths import AUTOREG_DIR
 from .._record import read_setattr_codes
 from .strays import Site
 
@@ -45,7 +45,7 @@ class Stores:
         self._sites: dict[tuple[int, str], list[Site]] = {}
         self._alive: dict[int, nn.Module] = {}  # keeps each id unique while the record lives
         self._setattr_codes: dict[type, dict[int, CodeType]] = {}  # per class, while it lives
-        self._inits: dict[type, frozenset[CodeType]] = {}
+        self._inits: dict[type, dict[int, CodeType]] = {}
 
     def of(self, module: nn.Module, name: str) -> tuple[Site, ...]:
         return tuple(self._sites.get((id(module), name), ()))
@@ -125,10 +125,12 @@ def _absolute(filename: str) -> str:
     return os.path.abspath(filename)
 
 
-def _init_codes(cls: type) -> frozenset[CodeType]:
-    """The code of each ``__init__`` of ``cls.__mro__``, known by identity (a function assigned
-    as ``__init__`` under another name, a decorated one, a dataclass's, a partialmethod's)."""
-    codes = set()
+def _init_codes(cls: type) -> dict[int, CodeType]:
+    """The code of each ``__init__`` of ``cls.__mro__``, by its id (a function assigned as
+    ``__init__`` under another name, a decorated one, a dataclass's, a partialmethod's), kept
+    beside (alive as long as the id stands). Never hashed: a code object hashes its constants,
+    which dynamo's rewritten code may hold unhashable (a dict)."""
+    codes: dict[int, CodeType] = {}
     for klass in cls.__mro__:
         function = vars(klass).get("__init__")
         if function is None:
@@ -137,17 +139,21 @@ def _init_codes(cls: type) -> frozenset[CodeType]:
         function = getattr(function, "func", function)  # functools.partialmethod
         code = getattr(function, "__code__", None)
         if code is not None:
-            codes.add(code)
-    return frozenset(codes)
+            codes[id(code)] = code
+    return codes
 
 
-def _running_inits(module: nn.Module, frame: FrameType | None, inits: frozenset[CodeType]) -> int:
+def _running_inits(module: nn.Module, frame: FrameType | None, inits: dict[int, CodeType]) -> int:
     """How many calls of an ``__init__`` of the module's classes (``inits``) for ``module`` run:
     one while it is built; two or more inside a base's ``__init__`` called from its class's."""
     running = 0
     while frame is not None:
         code = frame.f_code
-        if code in inits and code.co_argcount and frame.f_locals.get(code.co_varnames[0]) is module:
+        if (
+            id(code) in inits
+            and code.co_argcount
+            and frame.f_locals.get(code.co_varnames[0]) is module
+        ):
             running += 1
         frame = frame.f_back
     return running

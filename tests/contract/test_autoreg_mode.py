@@ -75,9 +75,9 @@ def test_the_traceback_goes_from_the_users_class_statement_to_the_error(
     first = next(i for i, frame in enumerate(frames) if frame.filename == str(user_file))
     user, *inside = frames[first:]
     assert (user.lineno, user.line) == (3, "class Net(autoreg.Module):")
-    # The class statement enters autoreg once (the class's record) and the error is raised there:
-    # no frame of the record's construction or of the environment's parser.
-    assert [frame.name for frame in inside] == ["__init_subclass__", "create_record"]
+    # The class statement enters autoreg once (the class's set-up, its record) and the error is
+    # raised there: no frame of the record's construction or of the environment's parser.
+    assert [frame.name for frame in inside] == ["__init_subclass__", "_set_up", "create_record"]
     assert all(Path(frame.filename).parent.name == "autoreg" for frame in inside)
     # No "During handling of the above exception" or "The above exception was the direct cause".
     assert error.__cause__ is None

@@ -26,7 +26,10 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 import autoreg
 from autoreg import _attribution
+from autoreg._declarations import Declaration
 from tests.support import role
+
+Persistent = autoreg.Persistent  # what a string annotation below names
 
 # --- forwards shared by each autoreg module and its twin -------------------------------------
 
@@ -93,6 +96,32 @@ class AutoUpdateStrict(AutoUpdate, strict=True):
 
 
 class TwinUpdate(nn.Module):
+    forward = _update_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long), persistent=False)
+        self.register_buffer("running", torch.zeros(4), persistent=False)
+
+
+class _SetattrBase(nn.Module):
+    """A base with a ``__setattr__`` of its own, as frameworks' bases have: a buffer update
+    passes it (the mixin's fast path for a buffer update goes past it in eager code)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class AutoUpdateOnBase(autoreg.AutoRegisterMixin, _SetattrBase):
+    forward = _update_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = torch.zeros((), dtype=torch.long)
+        self.running = torch.zeros(4)
+
+
+class TwinUpdateOnBase(_SetattrBase):
     forward = _update_forward
 
     def __init__(self) -> None:
@@ -250,6 +279,23 @@ def test_buffer_reassigned_in_forward_matches_the_twin(
     torch.testing.assert_close(auto.running, twin.running, rtol=0, atol=0)
     assert set(auto._buffers) == {"steps", "running"}
     assert auto._buffers["running"] is auto.running  # the buffer holds the new tensor
+
+
+@BACKENDS
+@EAGER_FIRST
+def test_a_buffer_updated_past_a_bases_setattr_compiles_as_the_twin(
+    backend: str, eager_first: bool
+) -> None:
+    auto, twin = AutoUpdateOnBase(), TwinUpdateOnBase()
+    inputs = [torch.full((2, 4), float(i)) for i in range(1, 5)]
+    auto_out, auto_frames = _run_compiled(auto, inputs, backend, eager_first)
+    twin_out, twin_frames = _run_compiled(twin, inputs, backend, eager_first)
+    for a, t in zip(auto_out, twin_out, strict=True):
+        torch.testing.assert_close(a, t, rtol=0, atol=0)
+    assert auto_frames == twin_frames == 1
+    torch.testing.assert_close(auto.running, twin.running, rtol=0, atol=0)
+    assert auto._buffers["running"] is auto.running
+    assert auto.steps.item() == twin.steps.item() == 4 + eager_first
 
 
 # --- a forward that creates a runtime tensor on its first call -------------------------------
@@ -884,6 +930,38 @@ def _frames_building(cls: type[nn.Module], width: int, built: list[nn.Module]) -
     for _ in range(3):
         compiled(torch.ones(2, width))
     return int(counter.frame_count)
+
+
+def test_a_class_statement_inside_a_compiled_function_makes_the_class_it_makes_eagerly() -> None:
+    """A class defined, then built, inside a compiled function (a factory of per-call classes):
+    dynamo compiles ``__init_subclass__`` as a frame of its own, and traced autoreg's reading of
+    the class statement (its frame walk raised TypeError "unhashable type: 'dict'" on torch
+    2.13). It is read by eager Python: the annotations resolve where the statement ran, and
+    the module holds the twin's buffers, persistent as declared."""
+
+    def make(x: torch.Tensor) -> tuple[nn.Module, nn.Module, torch.Tensor]:
+        class Local(autoreg.Module):
+            table: Persistent  # a string annotation: resolved in this module's globals
+
+            def __init__(self) -> None:
+                super().__init__()
+                self.table = torch.ones(2)
+                self.mask = torch.ones(2)
+
+        class Twin(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.register_buffer("table", torch.ones(2))
+                self.register_buffer("mask", torch.ones(2), persistent=False)
+
+        return Local(), Twin(), x + 1
+
+    auto, twin, _ = torch.compile(make, backend="eager")(torch.ones(2))
+    assert type(auto).__autoreg__.declarations == {"table": Declaration.PERSISTENT}
+    assert set(auto.state_dict()) == set(twin.state_dict()) == {"table"}
+    assert set(auto._buffers) == set(twin._buffers) == {"table", "mask"}
+    auto.double()
+    assert (auto.table.dtype, auto.mask.dtype) == (torch.float64, torch.float64)
 
 
 def test_a_module_built_inside_a_compiled_function_is_built_as_its_twin() -> None:
