@@ -26,6 +26,7 @@ from .._messages.audits import (
     FIX_ATTRIBUTE,
     FIX_CAST,
     FIX_CAST_BACK,
+    FIX_COMPUTED_DTYPE,
     FIX_COPIED_BACK,
     FIX_CREATED,
     FIX_CREATED_SHAPED,
@@ -177,6 +178,8 @@ def _fix(group: list[Record]) -> str:
         template = FIX_CAST_BACK if site.island else FIX_CAST
         return template.format(ref=ref, op=entry.op, stray=dtype_name(entry.dtype))
     if kinds == {"dtype"}:
+        if site.origin == "computed":  # divided, times a float: no call there takes dtype=
+            return FIX_COMPUTED_DTYPE.format(ref=ref)
         return (FIX_DTYPE_WRITTEN if site.written else FIX_DTYPE).format(ref=ref)
     if site.random in ("rand", "randn"):
         return FIX_RANDOM_LIKE.format(fix=both, ref=ref, op=site.random)

@@ -138,6 +138,11 @@ FIX_CREATED_SHAPED: Final = "{fix} (or .to({ref}))"
 
 FIX_DTYPE: Final = "dtype={ref}.dtype (or .to({ref}))"
 
+FIX_COMPUTED_DTYPE: Final = (
+    "floating values computed from integers take the default dtype: .to({ref}.dtype) where they "
+    "are computed (or .to({ref}))"
+)
+
 FIX_DTYPE_WRITTEN: Final = "dtype={ref}.dtype, not the dtype written here (or .to({ref}))"
 
 FIX_CAST: Final = "cast to {ref}.dtype, not to {stray}: .to({ref}.dtype)"

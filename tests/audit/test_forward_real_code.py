@@ -106,7 +106,8 @@ def test_a_dtype_that_comes_to_be_in_a_division_is_reported_where_it_does() -> N
     assert found([finding]) == marked(rp.Schedule)
     assert (finding.reason, finding.fix) == (
         "addmm rejects float32 next to bfloat16",
-        "dtype=x.dtype (or .to(x))",
+        "floating values computed from integers take the default dtype: .to(x.dtype) where they "
+        "are computed (or .to(x))",
     )
 
 
@@ -344,3 +345,28 @@ def test_assert_no_strays_audits_a_step_too() -> None:
 
     with pytest.raises(AssertionError, match=r"1 stray in the step train_step of Classifier"):
         assert_no_strays(rp.Classifier(), *rp.batch(), step=rp.train_step)
+
+
+class _PositionScale(nn.Module):
+    """xpos-style rotary scaling: a power computed by dividing integer positions (true division
+    gives the default dtype) raises a buffer of the model's dtype."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.full((4,), 0.9))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.arange(x.shape[1], device=x.device)
+        power = (t - x.shape[1] // 2) / 8
+        return x * self.scale ** power[:, None]
+
+
+def test_floats_computed_from_integers_are_told_to_convert_not_to_take_a_dtype_argument() -> None:
+    """No call on that line takes ``dtype=``: the fix converts what it computes. Before: "dtype=
+    x.dtype (or .to(x))", as for a factory."""
+    [finding] = autoreg.audit_forward(_PositionScale(), torch.ones(2, 6, 4))
+    assert (finding.kind, finding.source) == ("dtype", "power = (t - x.shape[1] // 2) / 8")
+    assert finding.fix == (
+        "floating values computed from integers take the default dtype: .to(x.dtype) where "
+        "they are computed (or .to(x))"
+    )
