@@ -274,7 +274,7 @@ class AutoRegisterMixin(_MixinBase):
                         d.setdefault(role_key(name), FRAMEWORK)
             else:
                 adopt(self)
-        _declare_loaded(self)
+        _declare_loaded(self, adopted=legacy is not None or not pickled)
 
     # Convert parameters and buffers as nn.Module does, then what the module carries, at the
     # moment nn.Module converts a buffer held here: the function itself, not a method that calls
@@ -310,12 +310,16 @@ def _set_up_past_dynamo(cls: type, keywords: dict[str, bool | None]) -> None:
     _set_up(cls, keywords, frame)
 
 
-def _declare_loaded(module: nn.Module) -> None:
+def _declare_loaded(module: nn.Module, *, adopted: bool) -> None:
     """Bring what an unpickled instance holds under each declared name in line with the
     declarations its class has now, which may postdate the pickle (the migration guide's step 3):
-    a value autoreg carried or adopted, or a buffer autoreg registered (role ``BUFFER``), is
-    decided as if assigned now (rows 5 and 9). What the instance's own code registered by hand, and
-    the framework's names (row 4), are explicit and stay as they are."""
+    a value autoreg carried (role ``CARRIED``), a buffer autoreg registered (role ``BUFFER``),
+    and, in a pickle from before the class used autoreg (``adopted``), any plain attribute, is
+    decided as if assigned now (rows 5 and 9). What the instance's own code registered by hand,
+    the framework's names (row 4), and what autoreg left a plain attribute (a leaf that required
+    grad, row 6; a value written around ``__setattr__``) are as the original holds them: a copy
+    of a live instance, under the same declarations, changes nothing (a registration would
+    also reach the original's ``_buffers``, which a shallow copy shares)."""
     record = record_of(module)
     if not record.final:
         finalize(type(module))  # the annotations as the finished class has them
@@ -338,8 +342,8 @@ def _declare_loaded(module: nn.Module) -> None:
             value = buffers[name]
             unregister(module, name)
             d[name] = value  # to be decided afresh, as a plain attribute
-        if name not in d:
-            continue
+        elif name not in d or (role != CARRIED and not adopted):
+            continue  # nothing of autoreg's: as the original holds it
         value = d[name]
         decision = decide(record, situation(record, d, name, value, role, False), compiling=False)
         if decision.action is REGISTER:

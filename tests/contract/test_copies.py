@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import importlib
 import pickle
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -435,3 +436,53 @@ def test_the_parameter_copies_replicate_assigns_are_stored_as_on_the_twin(
         "plain",
     )
     assert role(module, "weight") == "parameter"
+
+
+class _FrozenDeclared(autoreg.Module):
+    """A declared name holding a leaf that requires grad (row 6: a plain attribute, as on
+    nn.Module), frozen after construction, as fine-tuning freezes part of a model."""
+
+    scale: autoreg.Persistent
+
+    def __init__(self) -> None:
+        super().__init__()
+        with warnings.catch_warnings():  # row 6 says, once, why it stays a plain attribute
+            warnings.simplefilter("ignore")
+            self.scale = torch.ones(2, requires_grad=True)
+
+
+def _frozen() -> nn.Module:
+    module = _FrozenDeclared()
+    module.scale.requires_grad_(False)
+    return module
+
+
+class _AroundSetattr(autoreg.Module):
+    """A declared name written around ``__setattr__``: never decided, a plain attribute."""
+
+    table: autoreg.Persistent
+
+    def __init__(self) -> None:
+        super().__init__()
+        object.__setattr__(self, "table", torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "copier", [copy.copy, copy.deepcopy, _pickle], ids=["copy", "deepcopy", "pickle"]
+)
+@pytest.mark.parametrize("build", [_frozen, _AroundSetattr], ids=["frozen-leaf", "around-setattr"])
+def test_a_copy_holds_a_declared_name_autoreg_left_plain_as_the_original_does(
+    copier: Callable[[nn.Module], nn.Module], build: Callable[[], nn.Module]
+) -> None:
+    """A copy is what its original is, as with nn.Module. Before: unpickling decided each
+    declared name afresh: the copy registered it (a state_dict key its original lacks, whose
+    checkpoint the original refused), and copy.copy registered it in the original's _buffers,
+    which the two share, while its __dict__ kept the old tensor."""
+    original = build()
+    name = next(iter(type(original).__autoreg__.declarations))
+    clone = copier(original)
+    for module in (original, clone):
+        assert list(module.state_dict()) == []
+        assert name not in module._buffers
+        assert name in vars(module)
+    original.load_state_dict(clone.state_dict())
