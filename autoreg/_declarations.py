@@ -18,11 +18,13 @@ TorchScript and type checkers, and are not read as declarations.
 
 from __future__ import annotations
 
+import ast
+import collections
 import enum
 import inspect
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import (
     Annotated,
@@ -47,7 +49,7 @@ __all__ = [
     "NonPersistent",
     "Persistent",
     "Plain",
-    "defining_globals",
+    "defining_namespace",
     "own_annotations",
     "read_declarations",
 ]
@@ -82,13 +84,13 @@ Plain: TypeAlias = Annotated[torch.Tensor, Declaration.PLAIN]
 def read_declarations(
     cls: type,
     declares: Callable[[type], bool],
-    globals_of: Callable[[type], dict[str, Any] | None],
+    globals_of: Callable[[type], Mapping[str, Any] | None],
 ) -> dict[str, Declaration]:
     """Map each declared attribute of ``cls`` to its declaration.
 
     ``declares(klass)`` tells whether the annotations of ``klass``, a class in ``cls.__mro__``,
     count; ``globals_of(klass)``, the global namespace its class statement ran in, if known
-    (``defining_globals``). Subclasses override their bases, and re-annotating a name with a
+    (``defining_namespace``). Subclasses override their bases, and re-annotating a name with a
     non-tensor type undeclares it.
     """
     found: dict[str, Declaration | None] = {}
@@ -109,13 +111,15 @@ def _passed_by(filename: str) -> bool:
     return filename.startswith(_PASSED_BY) and not filename.startswith(INSTALLED_DIRS)
 
 
-def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | None:
-    """The global namespace of the code whose class statement (or ``type()`` call) is creating
-    ``cls``, from ``frame`` (the caller of an ``__init_subclass__``) up: the first frame that runs
-    neither autoreg's code, Python's own (``types.new_class``, ``dataclasses.make_dataclass``),
-    an ``__init_subclass__`` of the bases of ``cls`` nor a method of its metaclass, known by the
-    identity of their code. Where string annotations were written, which ``cls.__module__``
-    need not name (a library's public path)."""
+def defining_namespace(cls: type, frame: FrameType | None) -> Mapping[str, Any] | None:
+    """Where the string annotations of ``cls`` resolve: the global namespace of the code whose
+    class statement (or ``type()`` call) is creating ``cls``, from ``frame`` (the caller of an
+    ``__init_subclass__``) up - the first frame that runs neither autoreg's code, Python's own
+    (``types.new_class``, ``dataclasses.make_dataclass``), an ``__init_subclass__`` of the bases
+    of ``cls`` nor a method of its metaclass, known by the identity of their code - which
+    ``cls.__module__`` need not name (a library's public path); with, over it, the locals of
+    that code that the annotations name, when it is a function's (``import autoreg as ar`` in a
+    factory: ``"ar.Persistent"``), as Python resolves a name in a class body there."""
     skipped: set[int] = set()  # the ids of the code passed (the functions hold it)
     methods = [(klass, "__init_subclass__") for klass in cls.__mro__]
     for klass in inspect.getmro(type(cls)):  # what runs between the statement and those
@@ -131,7 +135,33 @@ def defining_globals(cls: type, frame: FrameType | None) -> dict[str, Any] | Non
         id(frame.f_code) in skipped or _passed_by(frame.f_code.co_filename)
     ):
         frame = frame.f_back
-    return frame.f_globals if frame is not None else None
+    if frame is None:
+        return None
+    namespace = frame.f_globals
+    names = _names_in(own_annotations(cls).values())
+    if names:
+        local = frame.f_locals  # the globals themselves, for a module's code
+        if local is not namespace:
+            captured = {name: local[name] for name in names if name in local}
+            if captured:
+                return collections.ChainMap(captured, namespace)  # the globals stay live
+    return namespace
+
+
+def _names_in(annotations: Iterable[Any]) -> set[str]:
+    """The names the string annotations among ``annotations`` read (``"ar.Persistent"``:
+    ``ar``)."""
+    names: set[str] = set()
+    for annotation in annotations:
+        text = annotation.__forward_arg__ if isinstance(annotation, ForwardRef) else annotation
+        if not isinstance(text, str):
+            continue
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError:
+            continue
+        names.update(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+    return names
 
 
 if sys.version_info >= (3, 14):
@@ -148,7 +178,7 @@ else:
         return inspect.get_annotations(klass)
 
 
-def _resolve(annotation: Any, klass: type, namespace: dict[str, Any] | None) -> Any:
+def _resolve(annotation: Any, klass: type, namespace: Mapping[str, Any] | None) -> Any:
     """Evaluate a string annotation where its class was written (``namespace``, else what
     ``_globals_of`` finds); None when it cannot be resolved.
 

@@ -46,7 +46,7 @@ from torch import nn
 from ._carry import adopt, apply, carry, listed
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
 from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
-from ._declarations import Declaration, defining_globals
+from ._declarations import Declaration, defining_namespace
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import (
@@ -294,7 +294,7 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
             if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
                 prepare(cls)  # else its __init__ is its base's, prepared already
             return
-    namespace = defining_globals(cls, caller)
+    namespace = defining_namespace(cls, caller)
     record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
     cls.__autoreg__ = record  # type: ignore[attr-defined]
     prepare(cls)

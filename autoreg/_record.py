@@ -86,12 +86,12 @@ class ClassRecord:
         mixin: type,
         own: dict[str, bool],
         parent: ClassRecord | None = None,
-        namespace: dict[str, Any] | None = None,
+        namespace: Mapping[str, Any] | None = None,
     ) -> None:
         """``parent``: the record of the one base of ``cls``, when ``cls`` declares nothing of its
         own (``plain_subclass_of``; torch's parametrizations make such a class per instance):
         the record starts from it. ``namespace``: the globals its class statement ran in, where
-        its string annotations resolve (``_declarations.defining_globals``)."""
+        its string annotations resolve (``_declarations.defining_namespace``)."""
         self.cls = cls
         self.namespace = namespace
         self.own = own  # the keywords this class statement set itself
@@ -199,7 +199,7 @@ class ClassRecord:
         self.role_keys: dict[str, str] = parent.role_keys if parent is not None else {}
         self.warned: set[tuple[str, str]] = set()
 
-    def globals_of(self, klass: type) -> dict[str, Any] | None:
+    def globals_of(self, klass: type) -> Mapping[str, Any] | None:
         """The globals the class statement of ``klass``, a class of the MRO, ran in, where
         autoreg saw it (this class, or another autoreg class); None for any other."""
         if klass is self.cls:
@@ -269,7 +269,7 @@ def create_record(
     mixin: type,
     keywords: dict[str, Any],
     parent: ClassRecord | None = None,
-    namespace: dict[str, Any] | None = None,
+    namespace: Mapping[str, Any] | None = None,
 ) -> ClassRecord:
     """Check a new autoreg class and its keywords; return its record. ``parent``: the record of
     its one base, for a class without keywords that ``plain_subclass_of`` found (nothing to

@@ -218,6 +218,23 @@ def test_string_annotations_resolve_where_the_class_was_written_whatever_its_mod
     assert module.state_dict().keys() == {"stats"}
 
 
+def test_a_string_annotation_naming_a_local_of_the_function_with_the_class_resolves() -> None:
+    """``import autoreg as ar`` inside the factory that defines the class: under ``from
+    __future__ import annotations`` the annotation is the string ``"ar.Persistent"``, whose name
+    is the function's. Before: only the function's globals were read, the annotation did not
+    resolve, and the buffer was silently left out of ``state_dict`` (the twin saves it)."""
+    import autoreg as ar
+
+    class Local(ar.Module):
+        running: ar.Persistent
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.running = torch.zeros(2)
+
+    assert list(Local().state_dict()) == ["running"]
+
+
 def test_string_annotations_of_a_class_types_new_class_made_resolve_where_it_was_called() -> None:
     """``types.new_class`` runs in Python's own module: the namespace is its caller's."""
     import types
