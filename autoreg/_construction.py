@@ -66,6 +66,11 @@ def finalize(cls: type) -> None:
     record.finalize()
 
 
+def _frame_signature(self: Any, *args: Any, **kwargs: Any) -> None:
+    """The arguments of a construction wrapper's frame, for a frame walker that reads them from
+    the class its ``__class__`` names."""
+
+
 def _constructing(method: Any) -> Callable[..., Any]:
     """``method`` wrapped so that the instance is constructing while its outermost call runs."""
     if isinstance(method, types.FunctionType):
@@ -75,31 +80,43 @@ def _constructing(method: Any) -> Callable[..., Any]:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             return method.__get__(self, type(self))(*args, **kwargs)
 
-    @functools.wraps(method)
-    def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
-        d = self.__dict__
-        if not d:  # before nn.Module.__init__ (nearly every __init__): the __dict__ stays empty
-            early = id(d)
-            if early in EARLY:  # an inner call: the outermost marks
-                return call(self, *args, **kwargs)
-            EARLY.add(early)
-            try:
-                result = call(self, *args, **kwargs)
-            finally:
-                EARLY.discard(early)
-        else:
-            if is_building(d, is_compiling()) or (EARLY and id(d) in EARLY):  # an inner call
-                return call(self, *args, **kwargs)
-            mark = Building(d)  # replaces a mark a copy of another's __dict__ brought
-            d[CONSTRUCTING] = mark
-            try:
-                result = call(self, *args, **kwargs)
-            finally:
-                mark.owner = None  # copies made meanwhile that hold it are not being built
-                self.__dict__.pop(CONSTRUCTING, None)
-        if PENDING in self.__dict__:  # nn.Module.__init__ did not ask (register_pending)
-            register_pending(self)
-        return result
+    class _Frame:
+        __init__ = _frame_signature  # what a frame walker reads for the wrapper's arguments
 
+        @staticmethod
+        def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
+            __class__  # type: ignore[name-defined]  # noqa: B018 - the frame holds the cell
+            d = self.__dict__
+            if not d:  # before nn.Module.__init__ (nearly every __init__): the __dict__ stays empty
+                early = id(d)
+                if early in EARLY:  # an inner call: the outermost marks
+                    return call(self, *args, **kwargs)
+                EARLY.add(early)
+                try:
+                    result = call(self, *args, **kwargs)
+                finally:
+                    EARLY.discard(early)
+            else:
+                if is_building(d, is_compiling()) or (EARLY and id(d) in EARLY):  # an inner call
+                    return call(self, *args, **kwargs)
+                mark = Building(d)  # replaces a mark a copy of another's __dict__ brought
+                d[CONSTRUCTING] = mark
+                try:
+                    result = call(self, *args, **kwargs)
+                finally:
+                    mark.owner = None  # copies made meanwhile that hold it are not being built
+                    self.__dict__.pop(CONSTRUCTING, None)
+            if PENDING in self.__dict__:  # nn.Module.__init__ did not ask (register_pending)
+                register_pending(self)
+            return result
+
+    # The wrapper's frame sits between the __init__ of a class and its base's (super().__init__()
+    # reaches the base's wrapper). It runs code named "__init__" and holds __class__, whose
+    # __init__'s arguments are (self, *args, **kwargs), as frame walkers read them: Lightning's
+    # save_hyperparameters() walks such frames up to collect every subclass's arguments (where
+    # it found none, it stopped, and the subclass's arguments were lost).
+    construct: Callable[..., Any] = _Frame.construct
+    construct.__code__ = construct.__code__.replace(co_name="__init__")
+    functools.update_wrapper(construct, method)
     setattr(construct, _MARK, True)
     return construct

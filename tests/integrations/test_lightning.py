@@ -12,6 +12,7 @@ model failed in ``cross_entropy``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,3 +186,30 @@ def test_a_tensor_lightning_keeps_in_the_hyperparameters_is_told_to_be_the_model
         )
         for f in findings
     )
+
+
+def _hparams_of(base: type) -> dict[str, Any]:
+    """The hyperparameters ``save_hyperparameters()`` in ``base.__init__`` collects for a subclass
+    with arguments of its own, as a project's base class for several architectures has."""
+
+    class Base(base):  # type: ignore[misc, valid-type]
+        def __init__(self, lr: float = 0.1, **kwargs: Any) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
+    class Sub(Base):
+        def __init__(self, temperature: float = 1.0, lr: float = 0.1) -> None:
+            super().__init__(lr=lr)
+            self.temperature = temperature
+
+    return dict(Sub(temperature=0.07, lr=0.5).hparams)
+
+
+def test_save_hyperparameters_in_a_base_collects_the_subclass_arguments_as_on_the_twin() -> None:
+    """Lightning walks the frames of the ``__init__``s on the stack while each holds
+    ``__class__``; autoreg's construction wrapper sat between the base's and the subclass's and
+    held none: the subclass's arguments were silently missing from ``hparams``, and
+    ``load_from_checkpoint`` rebuilt the model with their defaults."""
+    mixin = type("MixinBase", (autoreg.AutoRegisterMixin, pl.LightningModule), {})
+    expected = {"lr": 0.5, "temperature": 0.07}
+    assert _hparams_of(mixin) == _hparams_of(pl.LightningModule) == expected
