@@ -29,6 +29,7 @@ from .._messages.fix import (
     FIX_HAND_DECLARE_EDIT,
     FIX_HAND_DELETED,
     FIX_HAND_DELETED_EDIT,
+    FIX_HAND_HELD_BACK,
     FIX_HAND_LOOP,
     FIX_HAND_MIXED_EDIT,
     FIX_HAND_MODULES_EDIT,
@@ -159,7 +160,9 @@ class Changes:
         """Every store of ``edit.attribute`` in ``cls``: those in a method that runs while the
         module is built become ``register_buffer``; each must store what a buffer takes (a
         tensor or None; outside construction also a parameter or a module, which nn.Module
-        registers in its place), or it is listed."""
+        registers in its place), or it is listed; when such a store runs on a built module (a
+        setter storing a float would raise on the buffer), none is rewritten: the rest are
+        listed with it, held back."""
         attribute = edit.attribute
         name = f"{edit.cls.qualname.rpartition('.')[2]}.{attribute}"
         text = {"cls": edit.cls.qualname, "attribute": attribute}
@@ -190,7 +193,11 @@ class Changes:
             return
         built = construction_methods(cls, set(edit.built))
         torch_names = self.index.torch_names()
-        made = False
+        rewrites: list[tuple[Store, cst.Expr]] = []
+        # A store a buffer would refuse, on a built module (a setter, forward) or before
+        # nn.Module.__init__: nothing of the name is rewritten. (One in construction is another
+        # configuration's, as `if use_bias: ... else: self.bias = 0.0`: the rest is rewritten.)
+        refused = False
         for store in stores:
             seen = {
                 kind
@@ -222,10 +229,12 @@ class Changes:
                     else (FIX_HAND_NOT_RUN_LATER, FIX_HAND_NOT_RUN_LATER_EDIT)
                 )
                 listed(store, reason, fix)
+                refused = refused or not construction
                 continue
             if not kinds <= takes:
                 what = FIX_A_PARAMETER if kinds - takes == {"parameter"} else FIX_NOT_A_TENSOR
                 listed(store, FIX_HAND_OTHER_VALUE.replace("{what}", what), FIX_HAND_MIXED_EDIT)
+                refused = refused or not construction
                 continue
             # The run is one configuration: a store that ran with a tensor, and that the source
             # shows storing another value in another one (t if use_bias else 0.0), is listed.
@@ -242,18 +251,23 @@ class Changes:
                 )
             if other is not None:
                 listed(store, _another(*other), FIX_HAND_ANOTHER_VALUE_EDIT)
+                refused = refused or not construction
                 continue
             if not construction or not edit.rewrite:
                 continue  # nn.Module stores it in the buffer
             problem = self._rewritable(store)
             if problem is not None:
                 listed(store, problem, FIX_HAND_REGISTER_EDIT)
+                refused = refused or problem == FIX_HAND_BEFORE_INIT  # register_buffer raises
                 continue
             assert store.value is not None
             call = _register(store.self_name, attribute, store.value)
-            self.replaced[store.small] = cst.Expr(call, semicolon=store.small.semicolon)
-            made = True
-        if made:
+            rewrites.append((store, cst.Expr(call, semicolon=store.small.semicolon)))
+        if refused:
+            for store, _ in rewrites:
+                listed(store, FIX_HAND_HELD_BACK, FIX_HAND_MIXED_EDIT)
+        elif rewrites:
+            self.replaced.update((store.small, call) for store, call in rewrites)
             self.made.append(edit)
 
     def _rewritable(self, store: Store) -> str | None:

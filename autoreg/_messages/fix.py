@@ -165,6 +165,11 @@ FIX_HAND_OTHER_VALUE: Final = (
     "stores {what} here, where register_buffer takes only a tensor or None"
 )
 
+FIX_HAND_HELD_BACK: Final = (
+    "not rewritten: another store of {attribute} in {cls}, listed, stores what a buffer refuses "
+    "(made a buffer here, the name would raise there)"
+)
+
 FIX_A_PARAMETER: Final = "an nn.Parameter"
 
 FIX_NOT_A_TENSOR: Final = "a value that is not a tensor"
