@@ -242,7 +242,10 @@ def _stray(
         return hand(reason, FIX_HAND_MOVES_ITSELF_EDIT.format(method=method, **text))
     container = type(value).__name__ if kind is Kind.TENSORS else ""
     complex_ = any(t.is_complex() for _, t in iter_tensors(value))
-    return Stray(classes, attribute, kind, sites, container, complex=complex_)
+    # The __getattr__ lookup finds first, told by the class that defines it (identity)
+    owner = next((k for k in cls.__mro__ if "__getattr__" in vars(k)), nn.Module)
+    answers = "" if owner is nn.Module else owner.__qualname__
+    return Stray(classes, attribute, kind, sites, container, complex=complex_, answers=answers)
 
 
 def _written(tensor: torch.Tensor) -> bool:

@@ -16,6 +16,8 @@ from .._messages.fix import (
     FIX_HAND_COMPLEX_EDIT,
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
+    FIX_HAND_GETATTR,
+    FIX_HAND_GETATTR_EDIT,
     FIX_HAND_HELPER,
     FIX_HAND_HELPER_EARLY_EDIT,
     FIX_HAND_HELPER_EDIT,
@@ -157,6 +159,15 @@ def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     of them stores it while the module is built (it is first stored at run time, or by a
     helper outside the classes)."""
     attribute = stray.attribute
+    if stray.answers:  # register_buffer would ask hasattr(), which __getattr__ may answer
+        reason = FIX_HAND_GETATTR.format(cls=stray.answers, attribute=attribute)
+        _hand(
+            plan,
+            stray,
+            reason,
+            FIX_HAND_GETATTR_EDIT.format(cls=stray.answers, attribute=attribute),
+        )
+        return
     inside = [s for s in stray.sites if any(c.holds(s) for c in stray.classes)]
     helpers = [s for s in stray.sites if s not in inside]
     declare = not any(s.construction for s in inside)

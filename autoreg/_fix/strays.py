@@ -67,7 +67,10 @@ class Stray:
     ``"dict"`` for the container kinds, and whether it can become ``nn.ModuleList`` /
     ``nn.ModuleDict`` as it is (``wrappable``). ``reason`` and ``edit``: for ``Kind.HAND``, why
     and what to write. ``complex``: it holds a complex tensor, which ``nn.Module``'s
-    ``.to(a real dtype)`` casts to that dtype once it is a buffer.
+    ``.to(a real dtype)`` casts to that dtype once it is a buffer. ``answers``: the class of the
+    module's MRO whose ``__getattr__`` (not nn.Module's) may answer for the attribute, which
+    ``register_buffer`` then refuses ("attribute already exists"; a config or wrapped-module
+    fallback).
     """
 
     classes: tuple[ClassInfo, ...]
@@ -80,6 +83,7 @@ class Stray:
     edit: str = ""
     complex: bool = False
     plain: str = ""  # base style: kept a plain attribute if its class becomes autoreg's; why
+    answers: str = ""  # the class whose __getattr__ may answer for the name (not nn.Module's)
 
     @property
     def name(self) -> str:

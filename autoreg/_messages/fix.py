@@ -165,6 +165,16 @@ FIX_HAND_OTHER_VALUE: Final = (
     "stores {what} here, where register_buffer takes only a tensor or None"
 )
 
+FIX_HAND_GETATTR: Final = (
+    "{cls}'s own __getattr__ may answer for {attribute}, and register_buffer refuses a name "
+    'that hasattr() finds ("attribute already exists")'
+)
+
+FIX_HAND_GETATTR_EDIT: Final = (
+    "keep self.{attribute} a plain attribute and move it where it is used, or let "
+    "{cls}.__getattr__ raise AttributeError for it; --style base registers it past __getattr__"
+)
+
 FIX_HAND_HELD_BACK: Final = (
     "not rewritten: another store of {attribute} in {cls}, listed, stores what a buffer refuses "
     "(made a buffer here, the name would raise there)"

@@ -737,3 +737,50 @@ def test_a_class_made_by_type_is_said_to_have_no_class_statement(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
     assert status == 1, err
     assert "Base.mask: held by Base, whose class statement autoreg fix cannot find" in err
+
+
+CONFIG_FALLBACK = """\
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.lin = nn.Linear(cfg.dim, cfg.dim)
+        self.scale = torch.tensor(cfg.scale).expand(cfg.dim).clone()
+
+    def __getattr__(self, name):  # the config answers for what the module lacks
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            cfg = self.__dict__.get("cfg")
+            if cfg is not None and hasattr(cfg, name):
+                return getattr(cfg, name)
+            raise
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def build():
+    return Block(SimpleNamespace(dim=4, scale=0.5)), (torch.randn(2, 4),)
+"""
+
+
+def test_a_class_whose_getattr_may_answer_for_the_name_is_not_given_register_buffer(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``register_buffer`` refuses a name ``hasattr`` finds, and ``__getattr__`` finds
+    ``scale`` in the config. Before: the buffer style wrote ``register_buffer("scale", ...)``
+    and the written model raised "attribute 'scale' already exists". The base style works."""
+    project.write("m", CONFIG_FALLBACK)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1
+    assert "Block.scale: Block's own __getattr__ may answer for scale" in err
+    project.forget()
+    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    assert "scale" in vars(model)  # as it was
