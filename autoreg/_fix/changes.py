@@ -136,7 +136,8 @@ class Changes:
         if any(arg.star for arg in bases) or len(bases) != len(edit.cls.bases):
             refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
             return
-        if self.index.binds_elsewise("autoreg"):  # autoreg.Module would be the file's own
+        if self.index.binds_elsewise("autoreg") or self.index.binds_around(cls, "autoreg"):
+            # autoreg.Module would be the file's own, or a function's around the class
             refuse(FIX_HAND_AUTOREG_NAME, FIX_HAND_AUTOREG_NAME_EDIT)
             return
         # Only a name (nn.Module, torch.nn.Module, Module) is replaced; an expression that gave

@@ -152,6 +152,38 @@ class Index(cst.CSTVisitor):
                         return True
         return False
 
+    def binds_around(self, cls: cst.ClassDef, name: str) -> bool:
+        """Whether a function around the statement of ``cls`` binds ``name`` (a parameter, an
+        assignment, an import as, a loop or ``with`` target, a nested def): the class body
+        reads ``name`` there."""
+        outer = next(
+            (s.ancestors[: s.ancestors.index(cls)] for s in self.statements if cls in s.ancestors),
+            (),
+        )
+        target = m.Name(name)
+        holds: m.MatchIfTrue[cst.BaseAssignTargetExpression] = m.MatchIfTrue(
+            lambda node: bool(m.findall(node, target))  # in a tuple target too
+        )
+        for function in (node for node in outer if isinstance(node, cst.FunctionDef)):
+            params = function.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params]
+            every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+            if any(param.name.value == name for param in every):
+                return True
+            if m.findall(
+                function.body,
+                m.AssignTarget(target=holds)
+                | m.AnnAssign(target=target)
+                | m.AugAssign(target=target)
+                | m.For(target=holds)
+                | m.AsName(name=target)
+                | m.NamedExpr(target=target)
+                | m.FunctionDef(name=target)
+                | m.ClassDef(name=target),
+            ):
+                return True
+        return False
+
     def torch_nn(self) -> tuple[str, bool]:
         """How the module spells ``torch.nn`` at its top level, and whether ``import torch``
         must be added for that spelling."""

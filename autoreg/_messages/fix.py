@@ -337,7 +337,8 @@ FIX_HAND_WRAP_METHOD: Final = "used with .{method}(), which nn.{container} does 
 
 FIX_HAND_AUTOREG_NAME: Final = (
     "held by {cls}, in a file that binds the name autoreg to something of its own (a function, "
-    "a class, a value): import autoreg there would not be the library"
+    "a class, a value), there or in a function around the class statement: import autoreg "
+    "there would not be the library"
 )
 
 FIX_HAND_AUTOREG_NAME_EDIT: Final = (

@@ -698,7 +698,45 @@ def test_a_file_that_binds_the_name_autoreg_itself_is_not_given_autoreg_module(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
     assert status == 1
     assert "Model: held by Model, in a file that binds the name autoreg to something" in err
+    assert "there or in a function around the class statement" in err
     assert project.read("m") == SHADOWED
+
+
+SHADOWED_IN_A_FACTORY = """\
+import torch
+from torch import nn
+
+
+def make_decoder(dim, autoreg=True):  # here, "autoregressive"
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(dim, dim)
+            self.s = torch.linspace(1, 2, dim)
+            self.causal = autoreg
+
+        def forward(self, x):
+            return self.lin(x) * self.s
+
+    return Decoder()
+
+
+def build():
+    return make_decoder(4), (torch.randn(2, 4),)
+"""
+
+
+def test_a_class_inside_a_function_that_binds_autoreg_is_not_given_autoreg_module(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The class statement reads ``autoreg`` in the function's scope, a flag there. Before:
+    ``class Decoder(autoreg.Module)`` was written, and building it raised "'bool' object has
+    no attribute 'Module'"."""
+    project.write("m", SHADOWED_IN_A_FACTORY)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert "in a file that binds the name autoreg to something" in err
+    assert project.read("m") == SHADOWED_IN_A_FACTORY
 
 
 def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
