@@ -49,6 +49,7 @@ __all__ = [
     "NonPersistent",
     "Persistent",
     "Plain",
+    "buffer_declarations",
     "defining_namespace",
     "own_annotations",
     "read_declarations",
@@ -109,6 +110,21 @@ _PASSED_BY: Final = (AUTOREG_DIR, *PYTHON_DIRS)
 
 def _passed_by(filename: str) -> bool:
     return filename.startswith(_PASSED_BY) and not filename.startswith(INSTALLED_DIRS)
+
+
+_BUFFERS: Final = (Declaration.TENSOR, Declaration.PERSISTENT, Declaration.NONPERSISTENT)
+
+
+def buffer_declarations(klass: type) -> tuple[str, ...]:
+    """The names the own annotations of ``klass``, a class that does not use autoreg yet, would
+    declare buffers once it did (``temperature: torch.Tensor``): names that then refuse any
+    value but a tensor or None, where nn.Module reads the annotation as a type hint only."""
+    namespace = _globals_of(klass)
+    return tuple(
+        name
+        for name, annotation in own_annotations(klass).items()
+        if _classify(_resolve(annotation, klass, namespace)) in _BUFFERS
+    )
 
 
 def defining_namespace(cls: type, frame: FrameType | None) -> Mapping[str, Any] | None:

@@ -27,6 +27,8 @@ from .._messages.fix import (
     FIX_HAND_BASES_EDIT,
     FIX_HAND_BEFORE_INIT,
     FIX_HAND_DECLARE_EDIT,
+    FIX_HAND_DECLARED,
+    FIX_HAND_DECLARED_EDIT,
     FIX_HAND_DELETED,
     FIX_HAND_DELETED_EDIT,
     FIX_HAND_HELD_BACK,
@@ -136,6 +138,10 @@ class Changes:
         if any(arg.star for arg in bases) or len(bases) != len(edit.cls.bases):
             refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
             return
+        refusing = self._refusing_declared(cls, edit)
+        if refusing is not None:  # an annotation would declare a buffer a store then fails
+            refuse(FIX_HAND_DECLARED.replace("{name}", refusing), FIX_HAND_DECLARED_EDIT)
+            return
         if self.index.binds_elsewise("autoreg") or self.index.binds_around(cls, "autoreg"):
             # autoreg.Module would be the file's own, or a function's around the class
             refuse(FIX_HAND_AUTOREG_NAME, FIX_HAND_AUTOREG_NAME_EDIT)
@@ -156,6 +162,30 @@ class Changes:
         self.bases[cls] = bases
         self.imports.add("autoreg")
         self.made.append(edit)
+
+    def _refusing_declared(self, cls: cst.ClassDef, edit: MakeAutoreg) -> str | None:
+        """The first name the annotations of ``cls`` would declare a buffer once it is
+        autoreg's (``temperature: torch.Tensor``) that one of its stores may give another value
+        than a tensor or None (a setter's float): the declared buffer would refuse it."""
+        torch_names = self.index.torch_names()
+        for attribute in edit.cls.declared:
+            for store in stores_of(self.index, cls, attribute):
+                if store.form in ("delete", "augmented") or store.value is None:
+                    continue
+                kind = value_kind(
+                    store.value, store.method, store.self_name, attribute, torch_names
+                )
+                other = other_value(
+                    store.value,
+                    store.method,
+                    store.self_name,
+                    attribute,
+                    torch_names,
+                    frozenset({"tensor", "none"}),
+                )
+                if kind not in ("tensor", "none") or other is not None:
+                    return attribute
+        return None
 
     def _register(self, cls: cst.ClassDef, edit: RegisterBuffer, refuse: _Refuse) -> None:
         """Every store of ``edit.attribute`` in ``cls``: those in a method that runs while the

@@ -25,6 +25,7 @@ from torch import nn
 
 from .._audit import locate_unregistered, viewed_parameter
 from .._audit_scope import class_entries, is_device_cache, own_method
+from .._declarations import buffer_declarations
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
 from .._frames import is_library, location
@@ -355,7 +356,8 @@ def _class_info(cls: type) -> ClassInfo:
             return ClassInfo(cls.__qualname__, None, 0, 0, bases)
         located = (filename, lineno, lineno + len(lines) - 1)
     filename, lineno, end = located
-    return ClassInfo(cls.__qualname__, os.path.abspath(filename), lineno, end, bases)
+    declared = () if issubclass(cls, AutoRegisterMixin) else buffer_declarations(cls)
+    return ClassInfo(cls.__qualname__, os.path.abspath(filename), lineno, end, bases, declared)
 
 
 def _statement_of(cls: type) -> tuple[str, int, int] | None:

@@ -46,13 +46,16 @@ class Site:
 class ClassInfo:
     """A class, as the codemod finds it: its file (None without source), its qualified name and
     the lines of its statement; ``bases`` says for each base whether it is ``torch.nn.Module``
-    itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else."""
+    itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else;
+    ``declared``: the names its own annotations would declare buffers if it used autoreg
+    (``_declarations.buffer_declarations``)."""
 
     qualname: str
     filename: str | None
     lineno: int
     end_lineno: int
     bases: tuple[str, ...]
+    declared: tuple[str, ...] = ()  # what its annotations would declare buffers, made autoreg's
 
     def holds(self, site: Site) -> bool:
         return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno

@@ -165,6 +165,17 @@ FIX_HAND_OTHER_VALUE: Final = (
     "stores {what} here, where register_buffer takes only a tensor or None"
 )
 
+FIX_HAND_DECLARED: Final = (
+    "its annotation {name}: ... would declare a buffer once {cls} used autoreg (nn.Module "
+    "reads it as a type hint only), and a store of {name} in {cls} may give it another value "
+    "than a tensor or None, which a declared buffer refuses"
+)
+
+FIX_HAND_DECLARED_EDIT: Final = (
+    "drop the annotation, then subclass autoreg.Module (undeclared, a buffer autoreg "
+    "registered takes the other value as a plain attribute); or autoreg fix --style buffer"
+)
+
 FIX_HAND_GETATTR: Final = (
     "{cls}'s own __getattr__ may answer for {attribute}, and register_buffer refuses a name "
     'that hasattr() finds ("attribute already exists")'

@@ -739,6 +739,48 @@ def test_a_class_inside_a_function_that_binds_autoreg_is_not_given_autoreg_modul
     assert project.read("m") == SHADOWED_IN_A_FACTORY
 
 
+ANNOTATED = """\
+import torch
+from torch import nn
+
+
+class Policy(nn.Module):
+    temperature: torch.Tensor  # for type checkers and TorchScript
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.mask = torch.ones(2)
+        self.temperature = torch.tensor(1.0)
+
+    def set_temperature(self, t: float):
+        self.temperature = t
+
+    def forward(self, x):
+        return self.lin(x) / self.temperature * self.mask
+
+
+def build():
+    return Policy(), (torch.randn(4, 3),)
+"""
+
+
+def test_a_class_whose_annotation_would_declare_a_buffer_a_store_refuses_is_not_made_autoregs(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On autoreg a tensor annotation declares a buffer (row 9), which refuses the float the
+    setter stores; on nn.Module it is a type hint. Before: the base style made the class
+    autoreg's, and set_temperature(0.5) raised "cannot assign 'float' as buffer"."""
+    project.write("m", ANNOTATED)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert "Policy: its annotation temperature: ... would declare a buffer" in err
+    assert project.read("m") == ANNOTATED
+    project.forget()
+    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model.set_temperature(0.5)
+
+
 def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
     """``self.half = torch.tensor(0.5)``: nn.Module's own method hides it; nothing of the user's
     is there to remove (before: "defined on the class (a class-level function)")."""
