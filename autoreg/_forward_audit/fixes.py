@@ -93,7 +93,7 @@ def record(
 ) -> Record:
     """The record of ``tensor``, from ``site``, that ``op`` met at ``op_line`` next to ``model``
     (tensors of the model); ``follows`` tells a tensor of the model."""
-    ref = reference(site, model, follows, low if kind == "dtype" else None)
+    ref = reference(site, model, follows, low if kind == "dtype" else None, tensor)
     shape = tuple(tensor.shape)
     host = not follows(tensor)
     return Record(kind, site, tensor.dtype, shape, op, op_line, ref, low, result, mode, host)
@@ -198,10 +198,13 @@ def reference(
     candidates: list[torch.Tensor],
     follows: Callable[[torch.Tensor], bool],
     dtype: torch.dtype | None,
+    stray: torch.Tensor,
 ) -> str:
     """The name the code at ``site`` has for a tensor of the model (in ``dtype``): a local of
     that code (one of ``candidates``, the operation's, if it names one), else a parameter or
-    buffer of its module (the same way); ``""`` if none."""
+    buffer of its module (the same way); ``""`` if none. One floating as ``stray`` is, or not,
+    first: ``dtype=dst.dtype`` or ``.to(dst)`` of an index ``dst`` would make floats integers."""
+    floating = stray.is_floating_point()
 
     def fits(tensor: torch.Tensor) -> bool:
         return follows(tensor) and dtype in (None, tensor.dtype)
@@ -209,12 +212,14 @@ def reference(
     wanted = {id(t) for t in candidates}
     named = [(name, t) for name, t in site.refs if fits(t)]
     members = [(f"self{_python(name)}", t) for name, t in _named_state(site.owner) if fits(t)]
-    for group in (named, members):  # a local of that code first, then its module's state
-        for name, tensor in group:
-            if id(tensor) in wanted:
-                return name
-        if group:
-            return group[0][0]
+    for alike in (True, False):
+        for group in (named, members):  # a local of that code first, then its module's state
+            group = [(n, t) for n, t in group if not alike or t.is_floating_point() == floating]
+            for name, tensor in group:
+                if id(tensor) in wanted:
+                    return name
+            if group:
+                return group[0][0]
     return ""
 
 

@@ -370,3 +370,24 @@ def test_floats_computed_from_integers_are_told_to_convert_not_to_take_a_dtype_a
         "floating values computed from integers take the default dtype: .to(x.dtype) where "
         "they are computed (or .to(x))"
     )
+
+
+class _Aggregate(nn.Module):
+    """Message passing by hand: messages summed into the rows an integer index names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        msg = self.lin(x)
+        return torch.zeros(3, 4).index_add_(0, dst, msg)
+
+
+def test_a_fix_names_a_floating_tensor_for_a_floating_stray_not_the_index_beside_it() -> None:
+    """Before: "device=dst.device, dtype=dst.dtype (or .to(dst))": followed, index_add_ raised
+    (int64 next to float messages)."""
+    findings = autoreg.audit_forward(_Aggregate(), torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1]))
+    assert [(f.kind, f.fix) for f in findings] == [
+        (kind, "device=msg.device, dtype=msg.dtype (or .to(msg))") for kind in ("device", "dtype")
+    ]
