@@ -96,6 +96,8 @@ from ._messages.audits import (
     FIX_FRAMEWORK,
     FIX_IN_OBJECT,
     FIX_MODULE_IN_CONTAINER,
+    FIX_NAMED_TUPLE,
+    FIX_NAMED_TUPLE_AUTOREG,
     FIX_NESTED,
     FIX_NO_SLOT,
     FIX_NUMPY,
@@ -566,7 +568,12 @@ def _fix(module: nn.Module, name: str, value: object, tensor: torch.Tensor) -> s
     if not any(item is tensor for item in items):  # type: ignore[attr-defined]
         return FIX_NESTED
     container = f"Buffer{kind.title()}"
-    if isinstance(module, AutoRegisterMixin):
+    autoreg_module = isinstance(module, AutoRegisterMixin)
+    if issubclass(type(value), tuple) and any("_fields" in vars(k) for k in type(value).__mro__):
+        # a named tuple, read by field (stats.mean): a BufferList has no fields
+        message = FIX_NAMED_TUPLE_AUTOREG if autoreg_module else FIX_NAMED_TUPLE
+        return message.format(kind=type(value).__name__)
+    if autoreg_module:
         return FIX_CONTAINER.format(container=container)
     return FIX_CONTAINER_OR_CARRY.format(container=container, kind=type(value).__name__)
 

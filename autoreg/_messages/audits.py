@@ -84,6 +84,16 @@ FIX_CONTAINER_OR_CARRY: Final = (
     "autoreg.{container}(...), or subclass autoreg.Module (it carries the {kind})"
 )
 
+FIX_NAMED_TUPLE: Final = (
+    "subclass autoreg.Module (it carries the {kind}, fields and all), or one buffer per field, "
+    "with the {kind} built where it is read (autoreg.BufferList would lose the field names)"
+)
+
+FIX_NAMED_TUPLE_AUTOREG: Final = (
+    "one buffer per field, with the {kind} built where it is read (autoreg.BufferList would "
+    "lose the field names)"
+)
+
 FIX_NESTED: Final = (
     "subclass autoreg.Module (it carries nested containers), or one buffer per tensor"
 )

@@ -1157,3 +1157,21 @@ def test_plain_tensors_that_share_their_values_are_told_to_keep_one() -> None:
     )
     assert found["child.seen"].startswith("the same tensor as store, which .to() leaves behind")
     assert found["store"].startswith("the same tensor as child.seen")
+
+
+class _Stats(NamedTuple):
+    mean: torch.Tensor
+    std: torch.Tensor
+
+
+def test_a_named_tuple_is_not_told_to_become_a_buffer_list() -> None:
+    """Forward reads it by field (``self.stats.mean``), which an ``autoreg.BufferList`` lacks.
+    Before: "autoreg.BufferList(...), or subclass autoreg.Module (it carries the _Stats)"."""
+    box = Box()
+    box.stats = _Stats(torch.zeros(2), torch.ones(2))
+    fixes = {f.fix for f in autoreg.find_unregistered(box)}
+    assert fixes == {
+        "subclass autoreg.Module (it carries the _Stats, fields and all), or one buffer per "
+        "field, with the _Stats built where it is read (autoreg.BufferList would lose the field "
+        "names)"
+    }
