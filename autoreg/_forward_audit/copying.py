@@ -16,7 +16,7 @@ import random
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -31,6 +31,7 @@ from .._errors import ForwardAuditError
 from .._messages.audits import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS
 from .._messages.describe import describe, describe_error
 from .._walk import iter_tensors, map_tensors
+from .calls import MODEL_DEVICE
 from .rules import STAND_IN, tensors_in
 from .sites import ByTensor
 from .tags import Tag, Tags
@@ -86,8 +87,13 @@ def copy_model(model: nn.Module, low: torch.dtype | None, meta: bool) -> nn.Modu
     moves: list[torch.device | str | torch.dtype] = []
     if meta:
         moves.append(STAND_IN)
-    elif any(t.device.type != "cpu" for t in state(twin)):
-        moves.append("cpu")
+    else:
+        if any(t.device.type != "cpu" for t in state(twin)):
+            moves.append("cpu")
+        if _keeps_its_device(twin):
+            # The model's device, on the CPU: a no-op for its tensors, but the device
+            # Lightning's to() keeps (self.device) then follows it, as on a real move.
+            moves.append(MODEL_DEVICE)
     if low is not None:
         moves.append(low)
     for move in moves:
@@ -220,13 +226,36 @@ def follow(tags: Tags, twin: nn.Module, stranded: dict[int, Located], inputs: An
         tags.set(tensor, Tag(True))
 
 
+# Where Lightning defines the base whose to(), cuda(), cpu(), double(), half() and type() keep
+# each of its modules' self.device and self.dtype in step (lightning and its standalone names)
+_DEVICE_KEEPERS: Final = (
+    ("lightning.fabric.utilities.device_dtype_mixin", "_DeviceDtypeModuleMixin"),
+    ("lightning_fabric.utilities.device_dtype_mixin", "_DeviceDtypeModuleMixin"),
+)
+
+
+def _keeps_its_device(model: nn.Module) -> bool:
+    """Whether ``model`` is an instance of Lightning's device-keeping base (by identity, once
+    Lightning has loaded it: nothing is imported here), whose every move updates the device
+    its modules report: another module's ``self.device`` stays as it was built, and a class's
+    own ``to(device)`` override is not called by ``.cuda()`` nor by a parent's ``.to()``."""
+    for module_name, name in _DEVICE_KEEPERS:
+        keeper = getattr(sys.modules.get(module_name), name, None)
+        if isinstance(keeper, type) and issubclass(type(model), keeper):
+            return True
+    return False
+
+
 def devices_held(twin: nn.Module) -> dict[int, str]:
     """The CPU devices the copy's modules keep in attributes (``self.device = "cpu"``), by id,
-    named ``Class.attribute``: a device fixed when the model was built."""
+    named ``Class.attribute``: a device fixed when the model was built. One that the copy's
+    ``.to(MODEL_DEVICE)`` set (``copy_model``: Lightning's ``_device``) follows the model."""
     held: dict[int, str] = {}
     for module in twin.modules():
         for name, value in vars(module).items():
             if isinstance(value, (torch.device, str)) and _cpu_device(value):
+                if isinstance(value, torch.device) and value == MODEL_DEVICE:
+                    continue
                 held.setdefault(id(value), f"{type(module).__name__}.{name}")
     return held
 

@@ -213,3 +213,28 @@ def test_save_hyperparameters_in_a_base_collects_the_subclass_arguments_as_on_th
     mixin = type("MixinBase", (autoreg.AutoRegisterMixin, pl.LightningModule), {})
     expected = {"lr": 0.5, "temperature": 0.07}
     assert _hparams_of(mixin) == _hparams_of(pl.LightningModule) == expected
+
+
+class _OnItsDevice(pl.LightningModule):
+    """Makes a tensor on ``self.device``, as Lightning's docs recommend."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = torch.ones(x.shape[-1], device=self.device, dtype=self.dtype)
+        return self.head(x * scale)
+
+
+def test_a_tensor_made_on_a_lightning_modules_device_is_no_forward_finding() -> None:
+    """Lightning's own ``to()`` keeps ``self.device`` (``_device``) up to date. Before: "the
+    device the model was built on, which .to() does not change". Under a plain parent, whose
+    ``.to()`` never calls the child's, it stays where it was: a finding."""
+    assert autoreg.audit_forward(_OnItsDevice(), torch.ones(2, 4)) == []
+    wrapped = nn.Sequential(_OnItsDevice())
+    findings = autoreg.audit_forward(wrapped, torch.ones(2, 4))
+    assert [f.kind for f in findings] == ["device", "dtype"]  # self.dtype stays float32 too
+    assert all(
+        "_OnItsDevice._device is the device the model was built on" in f.fix for f in findings
+    )
