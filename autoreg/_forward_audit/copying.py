@@ -25,11 +25,19 @@ from torch.overrides import _get_current_function_mode_stack
 from torch.utils._device import DeviceContext
 from torch.utils._pytree import tree_flatten
 
-from .._audit import Located, locate_unregistered
+from .._audit import Finding, Located, join, locate_unregistered
 from .._audit_scope import history_free_memo, object_fields
+from .._declarations import Declaration
 from .._errors import ForwardAuditError
-from .._messages.audits import CANNOT_COPY, CANNOT_COPY_ATTRIBUTE, CANNOT_COPY_INPUTS
+from .._messages.audits import (
+    CANNOT_COPY,
+    CANNOT_COPY_ATTRIBUTE,
+    CANNOT_COPY_INPUTS,
+    FIX_KEPT_PLAIN,
+)
 from .._messages.describe import describe, describe_error
+from .._mixin import AutoRegisterMixin
+from .._record import record_of
 from .._walk import iter_tensors, map_tensors
 from .calls import MODEL_DEVICE
 from .rules import STAND_IN, tensors_in
@@ -177,6 +185,22 @@ def copy_inputs(inputs: Any, low: torch.dtype | None, values: ByTensor[torch.Ten
         ) from error
 
 
+def _kept_plain(twin: nn.Module) -> Iterator[Located]:
+    """What the names an autoreg class declares ``autoreg.Plain`` hold (``fix`` declares so the
+    tensors that share values): no finding of the attribute audit's, as they are kept where they
+    are on purpose, and left behind by ``.to()`` all the same."""
+    for prefix, module in twin.named_modules():
+        if not isinstance(module, AutoRegisterMixin):
+            continue
+        for name, declaration in record_of(module).declarations.items():
+            if declaration is not Declaration.PLAIN or name not in vars(module):
+                continue
+            fix = FIX_KEPT_PLAIN.format(name=name)
+            for path, tensor in iter_tensors(vars(module)[name], join(prefix, name)):
+                finding = Finding(path, tensor, type(module).__name__, name, fix)
+                yield Located(finding, module, prefix)
+
+
 def strand(twin: nn.Module) -> dict[int, Located]:
     """The tensors ``.to()`` left behind in the copy (``find_unregistered``), by id, with the
     first module that holds each. Those elsewhere than on the CPU are put there, where they would
@@ -188,7 +212,7 @@ def strand(twin: nn.Module) -> dict[int, Located]:
     stranded: dict[int, Located] = {}
     replaced: dict[int, torch.Tensor] = {}
     registered = {id(t) for t in state(twin)}
-    for entry in locate_unregistered(twin):
+    for entry in (*locate_unregistered(twin), *_kept_plain(twin)):
         tensor = entry.finding.tensor
         if entry.finding.kind == "numpy":
             continue  # a numpy array never enters a pass as it is

@@ -84,6 +84,11 @@ FIX_CONTAINER_OR_CARRY: Final = (
     "autoreg.{container}(...), or subclass autoreg.Module (it carries the {kind})"
 )
 
+FIX_KEPT_PLAIN: Final = (
+    "declared autoreg.Plain, which .to() leaves where it is: move it where forward uses it "
+    "(self.{name}.to(x.device)), or drop the declaration"
+)
+
 FIX_NAMED_TUPLE: Final = (
     "subclass autoreg.Module (it carries the {kind}, fields and all), or one buffer per field, "
     "with the {kind} built where it is read (autoreg.BufferList would lose the field names)"

@@ -391,3 +391,29 @@ def test_a_fix_names_a_floating_tensor_for_a_floating_stray_not_the_index_beside
     assert [(f.kind, f.fix) for f in findings] == [
         (kind, "device=msg.device, dtype=msg.dtype (or .to(msg))") for kind in ("device", "dtype")
     ]
+
+
+class _KeptPlain(autoreg.Module):
+    """A tensor declared ``autoreg.Plain`` (``fix`` declares shared ones so) that forward adds
+    to its output: ``.to()`` leaves it where it is."""
+
+    recent: autoreg.Plain
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.recent = torch.zeros(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + self.recent
+
+
+def test_a_tensor_declared_plain_that_forward_mixes_in_is_a_forward_finding() -> None:
+    """Plain means autoreg leaves it where it is: on a GPU, the addition raises. Before: the
+    forward audit took every tensor the attribute audit does not report for one that moves."""
+    findings = autoreg.audit_forward(_KeptPlain(), torch.ones(2, 4))
+    assert [f.kind for f in findings] == ["device", "dtype"]  # float32 in a bfloat16 model too
+    assert {f.source for f in findings} == {"return self.lin(x) + self.recent"}
+    assert (
+        "recent is a plain attribute .to() leaves behind: declared autoreg.Plain" in findings[0].fix
+    )
