@@ -15,6 +15,7 @@ import functools
 import inspect
 import os
 import sys
+import textwrap
 import types
 import warnings
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ import torch
 from torch import nn
 
 from .._audit import locate_unregistered, viewed_parameter
-from .._audit_scope import class_entries, is_device_cache, own_method
+from .._audit_scope import class_entries, is_device_cache, is_own_code, own_method
 from .._declarations import buffer_declarations
 from .._facts import why_no_buffer_slot
 from .._forward_audit import ForwardFinding
@@ -246,7 +247,64 @@ def _stray(
     # The __getattr__ lookup finds first, told by the class that defines it (identity)
     owner = next((k for k in cls.__mro__ if "__getattr__" in vars(k)), nn.Module)
     answers = "" if owner is nn.Module else owner.__qualname__
-    return Stray(classes, attribute, kind, sites, container, complex=complex_, answers=answers)
+    return Stray(
+        classes,
+        attribute,
+        kind,
+        sites,
+        container,
+        complex=complex_,
+        answers=answers,
+        subclass=_stored_by_subclass(cls, attribute),
+    )
+
+
+def _stored_by_subclass(cls: type, attribute: str) -> str:
+    """The first subclass, loaded and in the user's own code, of a class of ``cls.__mro__``
+    (not one of them) whose own methods store ``self.<attribute>``: a store the run did not see,
+    which a buffer registered in its base would meet (a float default raises there); ``""`` if
+    none."""
+    mro = set(cls.__mro__)
+    todo: list[type] = []
+    for klass in cls.__mro__:
+        if _is_own_class(klass):
+            todo.extend(klass.__subclasses__())
+    seen: set[type] = set()
+    while todo:
+        sub = todo.pop(0)
+        if sub in seen or sub in mro:
+            continue
+        seen.add(sub)
+        todo.extend(sub.__subclasses__())
+        if any(_stores_self(function, attribute) for function in _functions(sub)):
+            return sub.__qualname__
+    return ""
+
+
+def _is_own_class(cls: type) -> bool:
+    """Whether ``cls`` has code in the user's own files."""
+    return any(is_own_code(function.__code__.co_filename) for function in _functions(cls))
+
+
+def _stores_self(function: types.FunctionType, attribute: str) -> bool:
+    """Whether the source of ``function``, of the user's own code, stores ``<first argument>.
+    <attribute>`` (an assignment, annotated, augmented, or a ``for`` / ``with`` target)."""
+    code = function.__code__
+    if not code.co_argcount or not is_own_code(code.co_filename):
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    first = code.co_varnames[0]
+    return any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and node.attr == attribute
+        and isinstance(node.value, ast.Name)
+        and node.value.id == first
+        for node in ast.walk(tree)
+    )
 
 
 def _written(tensor: torch.Tensor) -> bool:

@@ -31,6 +31,8 @@ from .._messages.fix import (
     FIX_HAND_NOT_EDITABLE_EDIT,
     FIX_HAND_STORED_BY_PACKAGE,
     FIX_HAND_STORED_BY_PACKAGE_EDIT,
+    FIX_HAND_SUBCLASS,
+    FIX_HAND_SUBCLASS_EDIT,
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
     PLAIN_COMMENT,
@@ -159,6 +161,10 @@ def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     of them stores it while the module is built (it is first stored at run time, or by a
     helper outside the classes)."""
     attribute = stray.attribute
+    if stray.subclass:  # a store of a subclass's, which the run never saw: a float raises
+        reason = FIX_HAND_SUBCLASS.format(subclass=stray.subclass, attribute=attribute)
+        _hand(plan, stray, reason, FIX_HAND_SUBCLASS_EDIT.format(attribute=attribute))
+        return
     if stray.answers:  # register_buffer would ask hasattr(), which __getattr__ may answer
         reason = FIX_HAND_GETATTR.format(cls=stray.answers, attribute=attribute)
         _hand(

@@ -73,7 +73,8 @@ class Stray:
     ``.to(a real dtype)`` casts to that dtype once it is a buffer. ``answers``: the class of the
     module's MRO whose ``__getattr__`` (not nn.Module's) may answer for the attribute, which
     ``register_buffer`` then refuses ("attribute already exists"; a config or wrapped-module
-    fallback).
+    fallback). ``subclass``: a loaded subclass in the user's code, none of the run's classes,
+    whose own methods store the attribute too (what it stores there the run never saw).
     """
 
     classes: tuple[ClassInfo, ...]
@@ -87,6 +88,7 @@ class Stray:
     complex: bool = False
     plain: str = ""  # base style: kept a plain attribute if its class becomes autoreg's; why
     answers: str = ""  # the class whose __getattr__ may answer for the name (not nn.Module's)
+    subclass: str = ""  # a loaded subclass of the user's, outside the run, that stores it too
 
     @property
     def name(self) -> str:

@@ -176,6 +176,16 @@ FIX_HAND_DECLARED_EDIT: Final = (
     "registered takes the other value as a plain attribute); or autoreg fix --style buffer"
 )
 
+FIX_HAND_SUBCLASS: Final = (
+    "its subclass {subclass} stores it too, in code the run did not see: registered here, "
+    "self.{attribute} would be a buffer there, which refuses anything but a tensor or None"
+)
+
+FIX_HAND_SUBCLASS_EDIT: Final = (
+    'self.register_buffer("{attribute}", ..., persistent=False) where each class stores a '
+    "tensor, and another name where a subclass stores something else; or --style base"
+)
+
 FIX_HAND_GETATTR: Final = (
     "{cls}'s own __getattr__ may answer for {attribute}, and register_buffer refuses a name "
     'that hasattr() finds ("attribute already exists")'

@@ -864,3 +864,44 @@ def test_a_class_whose_getattr_may_answer_for_the_name_is_not_given_register_buf
     project.forget()
     model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
     assert "scale" in vars(model)  # as it was
+
+
+SUBCLASS_STORES_A_FLOAT = """\
+import torch
+from torch import nn
+
+
+class PosEnc(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+        self.scale = torch.tensor(1.0)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+class FixedScale(PosEnc):
+    def __init__(self, dim, scale=2.0):
+        super().__init__(dim)
+        self.scale = scale
+
+
+def build():
+    return PosEnc(4), (torch.randn(2, 4),)
+"""
+
+
+def test_a_name_a_subclass_stores_too_is_not_registered_in_the_buffer_style(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``FixedScale``, which the factory does not build, stores a float under the name the
+    buffer style registered in ``PosEnc``. Before: ``PosEnc`` got ``register_buffer``, the run
+    ended "now clean", and ``FixedScale(4)`` raised "cannot assign 'float' as buffer"."""
+    project.write("m", SUBCLASS_STORES_A_FLOAT)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1
+    assert "PosEnc.scale: its subclass FixedScale stores it too" in err
+    project.forget()
+    module = __import__(f"{project.name}.m", fromlist=["FixedScale"])
+    assert module.FixedScale(4).scale == 2.0
