@@ -166,7 +166,10 @@ class Changes:
     def _refusing_declared(self, cls: cst.ClassDef, edit: MakeAutoreg) -> str | None:
         """The first name the annotations of ``cls`` would declare a buffer once it is
         autoreg's (``temperature: torch.Tensor``) that one of its stores may give another value
-        than a tensor or None (a setter's float): the declared buffer would refuse it."""
+        than a tensor, a parameter or None (a setter's float): the declared buffer would refuse
+        it. (A parameter under such a name is one, as on nn.Module: ``weight: Tensor`` for
+        TorchScript, then ``self.weight = nn.Parameter(...)``.)"""
+        takes = frozenset({"tensor", "none", "parameter"})
         torch_names = self.index.torch_names()
         for attribute in edit.cls.declared:
             for store in stores_of(self.index, cls, attribute):
@@ -181,9 +184,9 @@ class Changes:
                     store.self_name,
                     attribute,
                     torch_names,
-                    frozenset({"tensor", "none"}),
+                    takes,
                 )
-                if kind not in ("tensor", "none") or other is not None:
+                if kind not in takes or other is not None:
                     return attribute
         return None
 

@@ -781,6 +781,39 @@ def test_a_class_whose_annotation_would_declare_a_buffer_a_store_refuses_is_not_
     model.set_temperature(0.5)
 
 
+ANNOTATED_WEIGHT = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    weight: torch.Tensor  # for TorchScript, as torch.nn's layers declare theirs
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+        self.scale = torch.full((4,), 0.5)
+
+    def forward(self, x):
+        return x * self.weight * self.scale
+
+
+def build():
+    return Scaled(), (torch.randn(2, 4),)
+"""
+
+
+def test_a_parameter_under_an_annotation_that_would_declare_a_buffer_is_no_reason_to_list(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A parameter under ``weight: torch.Tensor`` stays a parameter on autoreg: the class is
+    rewritten as any other (a guard of the check above, which a parameter does not trip)."""
+    project.write("m", ANNOTATED_WEIGHT)
+    status, _, _ = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 0
+    assert "class Scaled(autoreg.Module):" in project.read("m")
+
+
 def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
     """``self.half = torch.tensor(0.5)``: nn.Module's own method hides it; nothing of the user's
     is there to remove (before: "defined on the class (a class-level function)")."""
