@@ -16,6 +16,8 @@ from .._messages.fix import (
     FIX_HAND_COMPLEX_EDIT,
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
+    FIX_HAND_GENERATED,
+    FIX_HAND_GENERATED_EDIT,
     FIX_HAND_GETATTR,
     FIX_HAND_GETATTR_EDIT,
     FIX_HAND_HELPER,
@@ -239,7 +241,19 @@ def _in_classes(
     found = []
     for site in sites:
         cls = next((c for c in stray.classes if c.holds(site)), None)
-        if cls is None:
+        if cls is None and os.path.basename(site.filename).startswith("<"):
+            # Code without a file: the __init__ a dataclass generates stores its fields
+            holder = stray.classes[0]
+            where = (holder.filename or site.filename, holder.lineno or site.lineno)
+            text = {"cls": holder.qualname, "attribute": stray.attribute}
+            hand = HandEdit(
+                *where,
+                stray.name,
+                FIX_HAND_GENERATED.format(**text),
+                FIX_HAND_GENERATED_EDIT.format(**text),
+            )
+            plan.list_hand(hand)
+        elif cls is None:
             reason = FIX_HAND_HELPER.format(function=site.function)
             template = FIX_HAND_HELPER_EDIT if site.initialised else FIX_HAND_HELPER_EARLY_EDIT
             edit = template.format(

@@ -259,6 +259,17 @@ FIX_HAND_UNSEEN_EDIT: Final = (
 
 FIX_HAND_HELPER: Final = "stored by {function}(), outside the class"
 
+FIX_HAND_GENERATED: Final = (
+    "stored by code without a source file (the __init__ a dataclass generates for {cls}'s "
+    "fields), before nn.Module.__init__ has run, when no buffer can be registered"
+)
+
+FIX_HAND_GENERATED_EDIT: Final = (
+    "after super().__init__() in {cls}.__post_init__: "
+    'self.register_buffer("{attribute}", self.__dict__.pop("{attribute}"), persistent=False); '
+    "or subclass autoreg.Module, which registers it then"
+)
+
 FIX_HAND_HELPER_EDIT: Final = (
     'register it where it is stored: module.register_buffer("{attribute}", value, '
     "persistent=False) in {function}(), or self.register_buffer(...) in {cls}.__init__"

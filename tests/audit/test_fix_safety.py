@@ -938,3 +938,42 @@ def test_a_name_a_subclass_stores_too_is_not_registered_in_the_buffer_style(
     project.forget()
     module = __import__(f"{project.name}.m", fromlist=["FixedScale"])
     assert module.FixedScale(4).scale == 2.0
+
+
+DATACLASS_FIELD = """\
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass(eq=False)
+class Prior(nn.Module):
+    dim: int = 3
+    loc: torch.Tensor = field(default_factory=lambda: torch.zeros(3))
+
+    def __post_init__(self):
+        super().__init__()
+        self.lin = nn.Linear(self.dim, self.dim)
+
+    def forward(self, x):
+        return self.lin(x) + self.loc
+
+
+def build():
+    return Prior(), (torch.randn(2, 3),)
+"""
+
+
+def test_a_dataclass_field_is_listed_at_its_class_with_an_edit_for_post_init(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The __init__ a dataclass generates has no source file. Before: listed at "<string>:4"
+    as "stored by __create_fn__.<locals>.__init__()", with an edit in a function that does not
+    exist."""
+    project.write("m", DATACLASS_FIELD)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert f"{project.name}/m.py:7: Prior.loc: stored by code without a source file" in err
+    assert 'self.register_buffer("loc", self.__dict__.pop("loc"), persistent=False)' in err
+    assert "<string>" not in err
