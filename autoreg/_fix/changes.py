@@ -178,15 +178,7 @@ class Changes:
                 kind = value_kind(
                     store.value, store.method, store.self_name, attribute, torch_names
                 )
-                other = other_value(
-                    store.value,
-                    store.method,
-                    store.self_name,
-                    attribute,
-                    torch_names,
-                    takes,
-                )
-                if kind not in takes or other is not None:
+                if kind not in takes or _other(store, attribute, torch_names, takes) is not None:
                     return attribute
         return None
 
@@ -273,16 +265,7 @@ class Changes:
             # The run is one configuration: a store that ran with a tensor, and that the source
             # shows storing another value in another one (t if use_bias else 0.0), is listed.
             # (The value of `self.x, y = ...` is what is unpacked, not what self.x stores.)
-            other = None
-            if seen and store.value is not None and store.form != "several":
-                other = other_value(
-                    store.value,
-                    store.method,
-                    store.self_name,
-                    attribute,
-                    torch_names,
-                    frozenset(takes),
-                )
+            other = _other(store, attribute, torch_names, frozenset(takes)) if seen else None
             if other is not None:
                 listed(store, _another(*other), FIX_HAND_ANOTHER_VALUE_EDIT)
                 refused = refused or not construction
@@ -412,6 +395,17 @@ class Changes:
         line = cst.SimpleStatementLine([cst.Expr(call)])
         self.after.setdefault(body[start].node, []).append(line)
         self.made.append(edit)
+
+
+def _other(
+    store: Store, attribute: str, torch_names: frozenset[str], takes: frozenset[str]
+) -> tuple[cst.BaseExpression, str | None] | None:
+    """What the source shows ``store`` may store, in another configuration, that ``takes`` lacks
+    (``other_value``); None for a store of several names (``self.x, y = ...``), whose value is
+    what is unpacked, not what ``self.x`` stores."""
+    if store.value is None or store.form == "several":
+        return None
+    return other_value(store.value, store.method, store.self_name, attribute, torch_names, takes)
 
 
 def _another(value: cst.BaseExpression, parameter: str | None) -> str:
