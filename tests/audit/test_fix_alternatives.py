@@ -518,7 +518,6 @@ def test_a_name_another_method_stores_a_float_under_is_not_registered_at_all(
         assert status == 1
         assert "m.py:12: Scaler.temperature" in err  # the setter's store
         assert "m.py:9: Scaler.temperature" in err  # the store held back with it
-    project.forget()
-    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model = project.load().build()[0]
     model.set_temperature(2.0)
     assert model.temperature == 2.0

@@ -456,8 +456,7 @@ def test_an_alias_of_a_buffer_is_listed_and_never_made_a_buffer_of_its_own(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
     assert status == 1
     assert "Model.recent: shares its values with running (the same tensor, or its storage)" in err
-    project.forget()
-    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model = project.load().build()[0]
     model.double()
     model(torch.ones(2, 3, dtype=torch.float64))
     assert "recent" not in model._buffers
@@ -591,8 +590,7 @@ def test_tensors_that_share_their_values_are_listed_and_keep_sharing_them(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
     assert status == 1
     assert "(the same tensor, or its storage)" in err
-    project.forget()
-    built = __import__(f"{project.name}.m", fromlist=["build"]).build()
+    built = project.load().build()
     model = built if isinstance(built, torch.nn.Module) else built[0]
     model.double()
     for first, second in pairs:
@@ -656,8 +654,7 @@ def test_a_tensor_built_in_a_pretrained_model_is_never_made_a_buffer(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
     assert status == 1
     assert "TinyModel.pos: built in a transformers PreTrainedModel" in err
-    project.forget()
-    module = __import__(f"{project.name}.m", fromlist=["build"])
+    module = project.load()
     module.build()[0].save_pretrained(tmp_path)
     loaded = module.TinyModel.from_pretrained(tmp_path)
     torch.testing.assert_close(loaded.pos, torch.linspace(0, 1, 4))
@@ -776,8 +773,7 @@ def test_a_class_whose_annotation_would_declare_a_buffer_a_store_refuses_is_not_
     assert status == 1
     assert "Policy: its annotation temperature: ... would declare a buffer" in err
     assert project.read("m") == ANNOTATED
-    project.forget()
-    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model = project.load().build()[0]
     model.set_temperature(0.5)
 
 
@@ -894,8 +890,7 @@ def test_a_class_whose_getattr_may_answer_for_the_name_is_not_given_register_buf
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
     assert status == 1
     assert "Block.scale: Block's own __getattr__ may answer for scale" in err
-    project.forget()
-    model = __import__(f"{project.name}.m", fromlist=["build"]).build()[0]
+    model = project.load().build()[0]
     assert "scale" in vars(model)  # as it was
 
 
@@ -935,8 +930,7 @@ def test_a_name_a_subclass_stores_too_is_not_registered_in_the_buffer_style(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
     assert status == 1
     assert "PosEnc.scale: its subclass FixedScale stores it too" in err
-    project.forget()
-    module = __import__(f"{project.name}.m", fromlist=["FixedScale"])
+    module = project.load()
     assert module.FixedScale(4).scale == 2.0
 
 

@@ -77,13 +77,32 @@ class TwinRead(nn.Module):
         self.register_buffer("order", torch.tensor([3, 1, 2, 0]), persistent=False)
 
 
-class AutoUpdate(autoreg.Module):
-    forward = _update_forward
+def _update_classes(
+    auto_bases: tuple[type, ...], twin_base: type[nn.Module]
+) -> tuple[type[nn.Module], type[nn.Module]]:
+    """A module whose forward reassigns two buffers, on ``auto_bases``, and its twin, which
+    registers them by hand, on ``twin_base``."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps = torch.zeros((), dtype=torch.long)
-        self.running = torch.zeros(4)
+    class AutoUpdate(*auto_bases):  # type: ignore[misc]
+        forward = _update_forward
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = torch.zeros((), dtype=torch.long)
+            self.running = torch.zeros(4)
+
+    class TwinUpdate(twin_base):  # type: ignore[misc, valid-type]
+        forward = _update_forward
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long), persistent=False)
+            self.register_buffer("running", torch.zeros(4), persistent=False)
+
+    return AutoUpdate, TwinUpdate
+
+
+AutoUpdate, TwinUpdate = _update_classes((autoreg.Module,), nn.Module)
 
 
 class AutoUpdateWarn(AutoUpdate, warn=True):
@@ -95,15 +114,6 @@ class AutoUpdateStrict(AutoUpdate, strict=True):
     running: autoreg.Persistent
 
 
-class TwinUpdate(nn.Module):
-    forward = _update_forward
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("steps", torch.zeros((), dtype=torch.long), persistent=False)
-        self.register_buffer("running", torch.zeros(4), persistent=False)
-
-
 class _SetattrBase(nn.Module):
     """A base with a ``__setattr__`` of its own, as frameworks' bases have: a buffer update
     passes it (the mixin's fast path for a buffer update goes past it in eager code)."""
@@ -112,22 +122,9 @@ class _SetattrBase(nn.Module):
         super().__setattr__(name, value)
 
 
-class AutoUpdateOnBase(autoreg.AutoRegisterMixin, _SetattrBase):
-    forward = _update_forward
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps = torch.zeros((), dtype=torch.long)
-        self.running = torch.zeros(4)
-
-
-class TwinUpdateOnBase(_SetattrBase):
-    forward = _update_forward
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("steps", torch.zeros((), dtype=torch.long), persistent=False)
-        self.register_buffer("running", torch.zeros(4), persistent=False)
+AutoUpdateOnBase, TwinUpdateOnBase = _update_classes(
+    (autoreg.AutoRegisterMixin, _SetattrBase), _SetattrBase
+)
 
 
 class AutoCache(autoreg.Module):

@@ -3,8 +3,10 @@ and ``autoreg fix`` run on it in this process, on freshly imported code."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 import textwrap
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +36,11 @@ class Project:
     def forget(self) -> None:
         for name in [n for n in sys.modules if n == self.name or n.startswith(self.name + ".")]:
             del sys.modules[name]
+
+    def load(self, module: str = "m") -> types.ModuleType:
+        """``module`` imported afresh: the source as it is on disk now (after a ``--write``)."""
+        self.forget()
+        return importlib.import_module(f"{self.name}.{module}")
 
     def run(self, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         """``autoreg *argv`` in this process, on freshly imported code: status, out, err."""
