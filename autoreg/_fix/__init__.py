@@ -28,6 +28,9 @@ with findings. It runs in four steps, one module each, plan before execute:
   ``nn.Parameter``, a value the source does not tell, a ``del``) is listed. The base style is
   whole-source by nature: autoreg decides each store as it runs.
 
+- ``project``: in the buffer style, the source under the working directory that the run did not
+  load: a subclass there that stores a migrated name (a float default) holds its stores back.
+
 ``cli`` runs them, prints a unified diff (or writes it) and re-audits in a fresh process.
 LibCST is imported by the ``fix`` command only: ``import autoreg`` needs only torch.
 

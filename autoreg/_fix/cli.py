@@ -50,6 +50,7 @@ from .analyse import Analysis, analyse
 from .collect import autoreg_keeps_complex
 from .edits import WrapModules
 from .plan import Plan, make_plan
+from .project import with_unloaded_subclasses
 
 if TYPE_CHECKING:
     from .codemod import Rewrite
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     with users_code():
         analyses = [analyse(target, low) for target in args.targets]
     strays = [stray for analysis in analyses for stray in analysis.strays]
+    if args.style == "buffer":  # a subclass the run did not load may store something else
+        strays = with_unloaded_subclasses(strays, os.getcwd(), _libraries())
     plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
     rewrites: dict[str, tuple[bytes, Rewrite]] = {}
     for filename, edits in sorted(plan.edits.items()):

@@ -73,8 +73,9 @@ class Stray:
     ``.to(a real dtype)`` casts to that dtype once it is a buffer. ``answers``: the class of the
     module's MRO whose ``__getattr__`` (not nn.Module's) may answer for the attribute, which
     ``register_buffer`` then refuses ("attribute already exists"; a config or wrapped-module
-    fallback). ``subclass``: a loaded subclass in the user's code, none of the run's classes,
-    whose own methods store the attribute too (what it stores there the run never saw).
+    fallback). ``subclass``: a subclass in the user's code, none of the run's classes, whose own
+    methods store the attribute too (what it stores there the run never saw): loaded
+    (``collect``), or in the source under the working directory (``project``, buffer style).
     """
 
     classes: tuple[ClassInfo, ...]
@@ -88,7 +89,7 @@ class Stray:
     complex: bool = False
     plain: str = ""  # base style: kept a plain attribute if its class becomes autoreg's; why
     answers: str = ""  # the class whose __getattr__ may answer for the name (not nn.Module's)
-    subclass: str = ""  # a loaded subclass of the user's, outside the run, that stores it too
+    subclass: str = ""  # a subclass of the user's, outside the run, that stores it too
 
     @property
     def name(self) -> str:

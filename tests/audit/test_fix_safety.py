@@ -934,6 +934,75 @@ def test_a_name_a_subclass_stores_too_is_not_registered_in_the_buffer_style(
     assert module.FixedScale(4).scale == 2.0
 
 
+_start = SUBCLASS_STORES_A_FLOAT.index("class FixedScale")
+_end = SUBCLASS_STORES_A_FLOAT.index("def build")
+POS_ENC_ALONE = SUBCLASS_STORES_A_FLOAT[:_start] + SUBCLASS_STORES_A_FLOAT[_end:]
+
+SUBCLASS_ELSEWHERE = {
+    "imported-name": """\
+from .m import PosEnc
+
+
+class FixedScale(PosEnc):
+    def __init__(self, dim, scale=2.0):
+        super().__init__(dim)
+        self.scale = scale
+""",
+    "module-attribute": """\
+from . import m
+
+
+class FixedScale(m.PosEnc):
+    def set_scale(self, scale):
+        self.scale = scale
+""",
+    "grandchild": """\
+from . import m
+
+
+class Middle(m.PosEnc):
+    pass
+
+
+class FixedScale(Middle):
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.scale = 2.0
+""",
+}
+
+
+@pytest.mark.parametrize("variant", list(SUBCLASS_ELSEWHERE))
+def test_a_subclass_in_a_module_nothing_imports_holds_the_buffer_style_back(
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str
+) -> None:
+    """As above, with ``FixedScale`` in a module of the project that the factory's does not
+    import: the run never loads it, its source says it stores the name. Before: ``PosEnc`` got
+    ``register_buffer``, and ``FixedScale`` raised "cannot assign 'float' as buffer"."""
+    project.write("m", POS_ENC_ALONE)
+    project.write("variants", SUBCLASS_ELSEWHERE[variant])
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1
+    assert "PosEnc.scale: its subclass FixedScale stores it too" in err
+    project.load()
+    model = project.load("variants").FixedScale(4)
+    if variant == "module-attribute":
+        model.set_scale(2.0)
+    assert model.scale == 2.0
+
+
+def test_a_same_named_class_elsewhere_that_stores_nothing_there_holds_nothing_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A class of the project that names ``PosEnc`` among its bases but never stores
+    ``self.scale`` is no reason to list it: the buffer style registers it."""
+    project.write("m", POS_ENC_ALONE)
+    project.write("variants", "from .m import PosEnc\n\n\nclass Wide(PosEnc):\n    width = 8\n")
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1  # it would change a file
+    assert 'self.register_buffer("scale", torch.tensor(1.0), persistent=False)' in out, err
+
+
 DATACLASS_FIELD = """\
 from dataclasses import dataclass, field
 
