@@ -56,7 +56,7 @@ def prepare(cls: type) -> None:
             if inherited is not nn.Module.__init__:
                 function = inherited
         if function is not None and not getattr(function, _MARK, False):
-            setattr(cls, method, _constructing(function))
+            setattr(cls, method, _constructing(function, method))
 
 
 def finalize(cls: type) -> None:
@@ -71,8 +71,9 @@ def _frame_signature(self: Any, *args: Any, **kwargs: Any) -> None:
     the class its ``__class__`` names."""
 
 
-def _constructing(method: Any) -> Callable[..., Any]:
-    """``method`` wrapped so that the instance is constructing while its outermost call runs."""
+def _constructing(method: Any, name: str) -> Callable[..., Any]:
+    """``method`` (the class's ``name``) wrapped so that the instance is constructing while its
+    outermost call runs."""
     if isinstance(method, types.FunctionType):
         call: Callable[..., Any] = method
     else:  # a descriptor: functools.partialmethod, or anything else that binds
@@ -110,13 +111,14 @@ def _constructing(method: Any) -> Callable[..., Any]:
                 register_pending(self)
             return result
 
-    # The wrapper's frame sits between the __init__ of a class and its base's (super().__init__()
-    # reaches the base's wrapper). It runs code named "__init__" and holds __class__, whose
-    # __init__'s arguments are (self, *args, **kwargs), as frame walkers read them: Lightning's
-    # save_hyperparameters() walks such frames up to collect every subclass's arguments (where
-    # it found none, it stopped, and the subclass's arguments were lost).
+    # The wrapper's frame sits between the method of a class and its base's (super().__init__()
+    # reaches the base's wrapper). It runs code named as the method (what a traceback shows),
+    # and holds __class__, whose __init__'s arguments are (self, *args, **kwargs), as frame
+    # walkers read them: Lightning's save_hyperparameters() walks the frames of __init__ up to
+    # collect every subclass's arguments (where it found none, it stopped, and the subclass's
+    # arguments were lost).
     construct: Callable[..., Any] = _Frame.construct
-    construct.__code__ = construct.__code__.replace(co_name="__init__")
+    construct.__code__ = construct.__code__.replace(co_name=name)
     functools.update_wrapper(construct, method)
     setattr(construct, _MARK, True)
     return construct

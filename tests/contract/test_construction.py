@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import inspect
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from torch import nn
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 import autoreg
+from autoreg._construction import CONSTRUCTION_METHODS
 from tests.support import role
 
 
@@ -400,6 +402,25 @@ def test_property_5_framework_and_autoreg_construction_hooks_construct(method: s
     getattr(module, method)()  # called after __init__, as Lightning and autoreg call them
     assert persistence(module) == {"built": True}
     assert module.state_dict().keys() == {"built"}
+
+
+@pytest.mark.parametrize("method", sorted(CONSTRUCTION_METHODS))
+def test_a_traceback_through_a_construction_method_names_that_method(method: str) -> None:
+    """autoreg's frame around each construction method runs code named after it (Lightning's
+    ``save_hyperparameters()`` walks the frames named ``__init__``). Before: every wrapper's
+    frame read ``in __init__``, in a traceback of ``reset_buffers()`` too."""
+
+    def broken(self: nn.Module, *args: Any) -> None:
+        raise ValueError(method)
+
+    cls = type("Broken", (autoreg.Module,), {method: broken})
+    module = cls.__new__(cls)
+    nn.Module.__init__(module)
+    with pytest.raises(ValueError, match=method) as raised:
+        getattr(cls, method)(module)
+    frames = traceback.extract_tb(raised.value.__traceback__)
+    assert [frame.name for frame in frames[-2:]] == [method, "broken"]
+    assert getattr(cls, method).__name__ == "broken"  # functools.wraps: the method's own name
 
 
 @pytest.mark.parametrize(
