@@ -66,9 +66,11 @@ def finalize(cls: type) -> None:
     record.finalize()
 
 
-def _frame_signature(self: Any, *args: Any, **kwargs: Any) -> None:
+def _frame_signature(self: Any) -> None:
     """The arguments of a construction wrapper's frame, for a frame walker that reads them from
-    the class its ``__class__`` names."""
+    the class its ``__class__`` names: ``self`` alone, which such a walker sets aside. (With the
+    wrapper's ``*args, **kwargs``, Lightning took the keyword arguments as the caller passed
+    them, over what the model's ``__init__`` made of them.)"""
 
 
 def _constructing(method: Any, name: str) -> Callable[..., Any]:
@@ -113,10 +115,10 @@ def _constructing(method: Any, name: str) -> Callable[..., Any]:
 
     # The wrapper's frame sits between the method of a class and its base's (super().__init__()
     # reaches the base's wrapper). It runs code named as the method (what a traceback shows),
-    # and holds __class__, whose __init__'s arguments are (self, *args, **kwargs), as frame
-    # walkers read them: Lightning's save_hyperparameters() walks the frames of __init__ up to
-    # collect every subclass's arguments (where it found none, it stopped, and the subclass's
-    # arguments were lost).
+    # and holds __class__, whose __init__'s only argument is self, as frame walkers read them:
+    # Lightning's save_hyperparameters() walks the frames of __init__ up to collect every
+    # subclass's arguments (where it found none, it stopped, and the subclass's arguments were
+    # lost), and collects nothing from this one.
     construct: Callable[..., Any] = _Frame.construct
     construct.__code__ = construct.__code__.replace(co_name=name)
     functools.update_wrapper(construct, method)

@@ -215,6 +215,52 @@ def test_save_hyperparameters_in_a_base_collects_the_subclass_arguments_as_on_th
     assert _hparams_of(mixin) == _hparams_of(pl.LightningModule) == expected
 
 
+def _rebound_hparams(base: type) -> dict[str, Any]:
+    class Model(base):  # type: ignore[misc, valid-type]
+        def __init__(self, lr: float | None = None, layers: str = "4,4", **kwargs: Any) -> None:
+            super().__init__()
+            lr = 1e-3 if lr is None else lr * 8  # a default filled in, a value scaled
+            sizes = [int(size) for size in layers.split(",")]
+            layers = sizes  # type: ignore[assignment]  # a string parsed
+            self.debug = kwargs.pop("debug", False)  # an option, not a hyperparameter
+            self.save_hyperparameters()
+
+    return dict(Model(lr=0.5, layers="8,8", debug=True).hparams)
+
+
+def test_save_hyperparameters_reads_the_arguments_as_init_rebound_them_as_on_the_twin() -> None:
+    """Lightning keeps the outermost ``__init__`` frame's values. Before: autoreg's wrapper
+    frame, outside the model's ``__init__``, offered the keyword arguments as the caller passed
+    them (its signature took ``**kwargs``): ``hparams`` got ``lr=0.5``, ``layers="8,8"`` and the
+    popped ``debug``, and the optimizer trained at another learning rate."""
+    mixin = type("MixinBase", (autoreg.AutoRegisterMixin, pl.LightningModule), {})
+    expected = {"lr": 4.0, "layers": [8, 8]}
+    assert _rebound_hparams(mixin) == _rebound_hparams(pl.LightningModule) == expected
+
+
+def _hparams_past_a_base_without_super(base: type) -> dict[str, Any]:
+    class Base(base):  # type: ignore[misc, valid-type]
+        def __init__(self, dim: int, act: str = "relu") -> None:
+            pl.LightningModule.__init__(self)  # no super(): this frame holds no __class__
+            self.save_hyperparameters()
+
+    class Sub(Base):
+        def __init__(self, width: int = 4) -> None:
+            super().__init__(dim=width * 2, act="gelu")
+
+    return dict(Sub(width=3).hparams)
+
+
+def test_save_hyperparameters_past_a_base_without_super_reads_the_subclass_as_on_the_twin() -> None:
+    """Lightning skips a base's frame that holds no ``__class__`` and reads the subclass's.
+    Before: autoreg's wrapper frame between them offered the keyword arguments the subclass
+    passed to the base (``dim``, ``act``), and ``load_from_checkpoint`` raised on them."""
+    mixin = type("MixinBase", (autoreg.AutoRegisterMixin, pl.LightningModule), {})
+    expected = {"width": 3}
+    assert _hparams_past_a_base_without_super(mixin) == expected
+    assert _hparams_past_a_base_without_super(pl.LightningModule) == expected
+
+
 class _OnItsDevice(pl.LightningModule):
     """Makes a tensor on ``self.device``, as Lightning's docs recommend."""
 
