@@ -838,3 +838,30 @@ class Holders(nn.Module):
         self.stats = types.SimpleNamespace(mean=torch.zeros(3), std=torch.ones(3), count=2)
         self.slotted = Slotted(torch.arange(3))
         self.window = np.hanning(3)  # a numpy array: .to() never moves it
+
+
+# --- a block whose MLP is a lambda over its own submodules (a GPT written in the minGPT way) -----
+
+_SCALE = torch.full((8,), 2.0)  # a tensor of no module: .to() leaves it behind
+
+
+class LambdaMLP(nn.Module):
+    """``forward`` calls functions kept as attributes that reach the block's own modules through
+    their closures (a cell holding the submodule, one holding ``self``, a default argument): the
+    parameters they reach are the block's, which ``.to()`` converts. ``outside`` reaches a tensor
+    of no module."""
+
+    def __init__(self, dim: int = 8, outside: bool = False) -> None:
+        super().__init__()
+        self.mlp = nn.ModuleDict({"fc": nn.Linear(dim, 2 * dim), "proj": nn.Linear(2 * dim, dim)})
+        m = self.mlp
+        self.mlpf = lambda x: m["proj"](torch.relu(m["fc"](x)))
+        self.gate = lambda x: x * self.mlp["proj"].bias
+        self.norm = lambda x, m=m: x - m["proj"].bias
+        self.outside = outside
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(self.gate(x + self.mlpf(x)))
+        if self.outside:
+            y = y * _SCALE  # stray: device, dtype
+        return y

@@ -417,3 +417,15 @@ def test_a_tensor_declared_plain_that_forward_mixes_in_is_a_forward_finding() ->
     assert (
         "recent is a plain attribute .to() leaves behind: declared autoreg.Plain" in findings[0].fix
     )
+
+
+def test_what_a_function_kept_as_an_attribute_reaches_of_the_model_is_the_models() -> None:
+    """The audit runs a deep copy, and ``deepcopy`` shares functions: the copy's lambdas reached
+    the original's modules, whose weights (not converted) were reported as "made before
+    forward" (minGPT's ``Block.mlpf``). Their closures and defaults now reach the copy's.
+    A tensor of no module that such a function reaches stays a finding."""
+    x = torch.randn(2, 8)
+    assert autoreg.audit_forward(rp.LambdaMLP(), x) == []
+    model = rp.LambdaMLP(outside=True)
+    assert found(autoreg.audit_forward(model, x)) == marked(rp.LambdaMLP)
+    assert model.mlpf.__closure__[0].cell_contents is model.mlp  # the model is left as it was
