@@ -167,18 +167,23 @@ class Changes:
         """The first name the annotations of ``cls`` would declare a buffer once it is
         autoreg's (``temperature: torch.Tensor``) that one of its stores may give another value
         than a tensor, a parameter or None (a setter's float): the declared buffer would refuse
-        it. (A parameter under such a name is one, as on nn.Module: ``weight: Tensor`` for
-        TorchScript, then ``self.weight = nn.Parameter(...)``.)"""
+        it. A store the run saw is known by what it stored there, as in the buffer style; one it
+        did not, by its source. (A parameter under such a name is one, as on nn.Module:
+        ``weight: Tensor`` for TorchScript, then ``self.weight = nn.Parameter(...)``.)"""
         takes = frozenset({"tensor", "none", "parameter"})
         torch_names = self.index.torch_names()
         for attribute in edit.cls.declared:
             for store in stores_of(self.index, cls, attribute):
                 if store.form in ("delete", "augmented") or store.value is None:
                     continue
-                kind = value_kind(
-                    store.value, store.method, store.self_name, attribute, torch_names
-                )
-                if kind not in takes or _other(store, attribute, torch_names, takes) is not None:
+                kinds: set[str | None] = {  # what it stored where it ran
+                    kind
+                    for name, line, kind in edit.cls.seen
+                    if name == attribute and store.statement.start <= line <= store.statement.end
+                } or {
+                    value_kind(store.value, store.method, store.self_name, attribute, torch_names)
+                }
+                if not kinds <= takes or _other(store, attribute, torch_names, takes) is not None:
                     return attribute
         return None
 

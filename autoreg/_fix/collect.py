@@ -152,7 +152,33 @@ def collect(
             strays.append(
                 Stray(_classes(cls), attribute, Kind.HAND, unique, reason=reason, edit=fix)
             )
-    return strays
+    stored = stores.every()
+    return [_with_seen(stray, stored) for stray in strays]
+
+
+def _with_seen(stray: Stray, stored: list[tuple[str, Site]]) -> Stray:
+    """``stray``, each of its classes given the stores of ``stored`` (every store the run saw)
+    of a name its annotations would declare, in its class statement (``ClassInfo.seen``): a
+    store whose value the source does not tell (``F.cross_entropy(...)``) is known by what it
+    stored. The same for a class whichever stray names it."""
+    classes = tuple(
+        dataclasses.replace(
+            c,
+            seen=tuple(
+                dict.fromkeys(
+                    (name, site.lineno, site.value)
+                    for name, site in stored
+                    if name in c.declared
+                    and site.filename == c.filename
+                    and c.lineno <= site.lineno <= c.end_lineno
+                )
+            ),
+        )
+        if c.declared
+        else c
+        for c in stray.classes
+    )
+    return dataclasses.replace(stray, classes=classes)
 
 
 def _not_moved(kind: str, value: object, paths: list[str]) -> str:

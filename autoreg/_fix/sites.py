@@ -50,6 +50,10 @@ class Stores:
     def of(self, module: nn.Module, name: str) -> tuple[Site, ...]:
         return tuple(self._sites.get((id(module), name), ()))
 
+    def every(self) -> list[tuple[str, Site]]:
+        """Each site recorded, with the name stored there."""
+        return [(name, site) for (_, name), sites in self._sites.items() for site in sites]
+
     def add(self, module: nn.Module, name: str, value: object, frame: FrameType | None) -> None:
         cls = type(module)
         codes = self._setattr_codes.get(cls)

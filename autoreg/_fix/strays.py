@@ -48,7 +48,8 @@ class ClassInfo:
     the lines of its statement; ``bases`` says for each base whether it is ``torch.nn.Module``
     itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else;
     ``declared``: the names its own annotations would declare buffers if it used autoreg
-    (``_declarations.buffer_declarations``)."""
+    (``_declarations.buffer_declarations``); ``seen``: ``(name, line, value)`` of each store of
+    them in its file that the run saw (what ``Site.value`` says it stored)."""
 
     qualname: str
     filename: str | None
@@ -56,6 +57,7 @@ class ClassInfo:
     end_lineno: int
     bases: tuple[str, ...]
     declared: tuple[str, ...] = ()  # what its annotations would declare buffers, made autoreg's
+    seen: tuple[tuple[str, int, str], ...] = ()  # the stores of those the run saw
 
     def holds(self, site: Site) -> bool:
         return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno

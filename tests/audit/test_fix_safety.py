@@ -810,6 +810,54 @@ def test_a_parameter_under_an_annotation_that_would_declare_a_buffer_is_no_reaso
     assert "class Scaled(autoreg.Module):" in project.read("m")
 
 
+ANNOTATED_LOSS = """\
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    last_loss: Optional[torch.Tensor]
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.last_loss = None
+
+    def forward(self, x, targets=None):
+        out = self.lin(x)
+        if targets is not None:
+            self.last_loss = F.cross_entropy(out, targets)
+        else:
+            self.last_loss = None
+        return out
+
+
+def build():
+    return Net(), (torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1]))
+"""
+
+
+def test_a_store_under_an_annotation_that_ran_with_a_tensor_is_no_reason_to_list(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``last_loss: Optional[torch.Tensor]`` and a loss stored in forward (llama2.c): what
+    ``F.cross_entropy(...)`` returns the source does not say, the run does (a tensor), as the
+    buffer style reads it. Before: listed, "may give it another value than a tensor"."""
+    project.write("m", ANNOTATED_LOSS)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 0, err
+    assert "class Net(autoreg.Module):" in project.read("m")
+    model, (x, targets) = project.load().build()
+    model(x, targets)
+    model.double()
+    assert model.last_loss.dtype == torch.float64  # the declared buffer, converted
+    model(x.double())
+    assert model.last_loss is None
+
+
 def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
     """``self.half = torch.tensor(0.5)``: nn.Module's own method hides it; nothing of the user's
     is there to remove (before: "defined on the class (a class-level function)")."""
