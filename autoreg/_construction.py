@@ -122,5 +122,11 @@ def _constructing(method: Any, name: str) -> Callable[..., Any]:
     construct: Callable[..., Any] = _Frame.construct
     construct.__code__ = construct.__code__.replace(co_name=name)
     functools.update_wrapper(construct, method)
+    if isinstance(method, functools.partialmethod):
+        # What functools.partialmethod's own function holds, where inspect.signature reads it
+        # (3.11, 3.12; 3.13); __wrapped__, which it follows first, would lead it to the
+        # partialmethod, which it cannot read.
+        del construct.__wrapped__  # type: ignore[attr-defined]
+        construct._partialmethod = construct.__partialmethod__ = method  # type: ignore[attr-defined]
     setattr(construct, _MARK, True)
     return construct

@@ -389,6 +389,23 @@ def test_property_5_a_partialmethod_init_constructs() -> None:
     assert module.table.shape == (3,)
 
 
+def test_a_partialmethod_init_has_the_twins_signature() -> None:
+    """The wrapper's ``__wrapped__`` was the ``partialmethod``, which ``inspect.signature``
+    follows and cannot read: ``inspect.signature(Cls)`` raised ``ValueError`` (as would
+    anything that reads constructors: jsonargparse, hydra, Lightning's CLI)."""
+
+    def build(self: nn.Module, width: int, bias: bool = True) -> None:
+        nn.Module.__init__(self)
+        self.table = torch.zeros(width)
+
+    def signatures(base: type) -> tuple[inspect.Signature, inspect.Signature]:
+        cls = type("Fixed", (base,), {"__init__": functools.partialmethod(build, 4)})
+        return inspect.signature(cls), inspect.signature(cls.__init__)
+
+    assert signatures(autoreg.Module) == signatures(nn.Module)
+    assert str(signatures(nn.Module)[0]) == "(bias: 'bool' = True) -> 'None'"  # string annotations
+
+
 @pytest.mark.parametrize("method", ["configure_model", "reset_buffers"])
 def test_property_5_framework_and_autoreg_construction_hooks_construct(method: str) -> None:
     """Lightning builds layers in configure_model(); autoreg's reset_buffers() convention
