@@ -32,10 +32,11 @@ from typing import Any, Final
 
 from torch import nn
 
+from . import _state
 from ._execute import register_pending
 from ._facts import is_compiling
 from ._record import ClassRecord
-from ._state import CONSTRUCTING, EARLY, PENDING, Building, is_building
+from ._state import CONSTRUCTING, PENDING, Building, is_building
 
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
 
@@ -90,17 +91,21 @@ def _constructing(method: Any, name: str) -> Callable[..., Any]:
         def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
             __class__  # type: ignore[name-defined]  # noqa: B018 - the frame holds the cell
             d = self.__dict__
+            # autoreg's own state is read through its module (_state.EARLY), never bound here:
+            # a class pickled by value (cloudpickle) takes this function with it, and the module
+            # by reference, where a set would be copied and the copy read by no one.
+            early_ids = _state.EARLY
             if not d:  # before nn.Module.__init__ (nearly every __init__): the __dict__ stays empty
                 early = id(d)
-                if early in EARLY:  # an inner call: the outermost marks
+                if early in early_ids:  # an inner call: the outermost marks
                     return call(self, *args, **kwargs)
-                EARLY.add(early)
+                early_ids.add(early)
                 try:
                     result = call(self, *args, **kwargs)
                 finally:
-                    EARLY.discard(early)
+                    early_ids.discard(early)
             else:
-                if is_building(d, is_compiling()) or (EARLY and id(d) in EARLY):  # an inner call
+                if is_building(d, is_compiling()) or (early_ids and id(d) in early_ids):  # inner
                     return call(self, *args, **kwargs)
                 mark = Building(d)  # replaces a mark a copy of another's __dict__ brought
                 d[CONSTRUCTING] = mark

@@ -13,9 +13,10 @@ instance).
 
 from __future__ import annotations
 
+import ast
 import types
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, ForwardRef
 
 from torch import nn
 
@@ -36,6 +37,7 @@ __all__ = [
     "ClassRecord",
     "create_record",
     "plain_subclass_of",
+    "record_for_copy",
     "record_of",
     "unknown_keywords",
     "unseen_class",
@@ -62,6 +64,7 @@ class ClassRecord:
         "final",
         "framework_classes",
         "loud",
+        "mixin",
         "mode",
         "model_classes",
         "namespace",
@@ -93,6 +96,7 @@ class ClassRecord:
         the record starts from it. ``namespace``: the globals its class statement ran in, where
         its string annotations resolve (``_declarations.defining_namespace``)."""
         self.cls = cls
+        self.mixin = mixin
         self.namespace = namespace
         self.own = own  # the keywords this class statement set itself
         self.persistent: bool
@@ -208,11 +212,29 @@ class ClassRecord:
         return record.namespace if isinstance(record, ClassRecord) else None
 
     def finalize(self) -> None:
-        """Read the annotations again, now that the module defining the class is done."""
+        """Read the class again, now that the module defining it is done: its annotations
+        (forward references resolve), its ``__setattr__`` overrides and its namespaces."""
+        mro = self.cls.__mro__
         self.declarations = read_declarations(self.cls, _declares, self.globals_of)
-        self.setattr_codes = read_setattr_codes(self.cls.__mro__)
+        self.setattr_codes = read_setattr_codes(mro)
+        self.snapshot = ({name: value for k in reversed(mro) for name, value in vars(k).items()},)
         self.decisions.clear()
         self.final = True
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A class pickled by value (cloudpickle: a class of ``__main__`` or made in a function,
+        as Ray, Dask and joblib ship it) is made again empty, then given its namespace: its
+        record is made again for it (``record_for_copy``) from its keywords and the globals its
+        string annotations name; the rest is read from the class when its first instance is
+        assigned to (``finalize``). Pickling a record alone is no use: it holds the namespaces
+        of the class's MRO."""
+        names = {}
+        if self.namespace is not None:
+            for annotation in own_annotations(self.cls).values():
+                for name in _names_in(annotation):
+                    if name in self.namespace:
+                        names[name] = self.namespace[name]
+        return (record_for_copy, (self.cls, self.mixin, dict(self.own), names))
 
     def persistence(self, declaration: Declaration | None) -> bool:
         if declaration is Declaration.PERSISTENT:
@@ -220,6 +242,28 @@ class ClassRecord:
         if declaration is Declaration.NONPERSISTENT:
             return False
         return self.persistent
+
+
+def record_for_copy(
+    cls: type, mixin: type, own: dict[str, bool], names: dict[str, Any]
+) -> ClassRecord:
+    """The record of ``cls``, made again by pickle while its namespace is not there yet (see
+    ``ClassRecord.__reduce__``): not final, so that it reads the class at its first instance.
+    Pickles name it: it keeps this name and place."""
+    return ClassRecord(cls, mixin, own, None, names)
+
+
+def _names_in(annotation: Any) -> set[str]:
+    """The global names a string annotation reads (``"ar.Persistent"``: ``ar``)."""
+    if isinstance(annotation, ForwardRef):
+        annotation = annotation.__forward_arg__
+    if not isinstance(annotation, str):
+        return set()
+    try:
+        tree = ast.parse(annotation, mode="eval")
+    except SyntaxError:
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 def read_setattr_codes(classes: Iterable[type]) -> dict[int, types.CodeType]:

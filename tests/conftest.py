@@ -38,6 +38,7 @@ INTEGRATIONS = (  # the `integrations` extra of pyproject.toml
     "onnxscript",
     "onnxruntime",
     "pyro",  # pyro-ppl
+    "cloudpickle",
 )
 REQUIRE_INTEGRATIONS = "AUTOREG_REQUIRE_INTEGRATIONS"
 SLOW = "AUTOREG_TEST_SLOW"

@@ -1,0 +1,112 @@
+"""cloudpickle: a class defined in ``__main__`` or in a function is pickled by value.
+
+Ray, Dask, joblib's loky backend, submitit and PySpark ship a notebook's or a script's model that
+way: the class is made again from its namespace, then its instances. An autoreg class must come
+back as the same contract: its class keywords, its declarations, tensors assigned in ``__init__``
+registered as buffers, runtime state carried. Before, the class could not be pickled at all
+(its record held the namespaces of its MRO), and the construction wrapper, pickled by value with
+the sets it reads, would have marked a copy nothing reads.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("cloudpickle")
+
+import cloudpickle
+import torch
+from torch import nn
+
+import autoreg
+
+
+def _classes() -> tuple[type[nn.Module], type[nn.Module]]:
+    """An autoreg class, with a class keyword and a declaration, and its twin: made in a
+    function, which cloudpickle pickles by value."""
+
+    class Auto(autoreg.Module, persistent=True):
+        scale: autoreg.NonPersistent
+
+        def __init__(self, width: int = 3) -> None:
+            super().__init__()
+            self.lin = nn.Linear(width, width)
+            self.mask = torch.ones(width)
+            self.scale = torch.full((width,), 2.0)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.last = x.sum()
+            return self.lin(x) * self.mask * self.scale
+
+    class Twin(nn.Module):
+        def __init__(self, width: int = 3) -> None:
+            super().__init__()
+            self.lin = nn.Linear(width, width)
+            self.register_buffer("mask", torch.ones(width))
+            self.register_buffer("scale", torch.full((width,), 2.0), persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.last = x.sum()
+            return self.lin(x) * self.mask * self.scale
+
+    return Auto, Twin
+
+
+# Run in a fresh process: in the one that pickled it, cloudpickle gives back the class itself.
+_LOAD = """
+import json, pickle, sys
+import torch
+with open(sys.argv[1], "rb") as file:
+    loaded = pickle.load(file)
+model = loaded() if isinstance(loaded, type) else loaded
+before = sorted(name for name, _ in model.named_buffers())
+model(torch.ones(2, 3))
+model.double()
+print(json.dumps({
+    "buffers": before,
+    "keys": sorted(model.state_dict()),
+    "dtypes": {name: str(getattr(model, name).dtype) for name in ("mask", "scale", "last")},
+}))
+"""
+
+
+def _loaded_elsewhere(obj: Any, tmp_path: Path) -> dict[str, Any]:
+    """``obj`` pickled by cloudpickle here, loaded in a fresh process: what it builds there."""
+    path = tmp_path / f"{id(obj)}.pkl"
+    path.write_bytes(cloudpickle.dumps(obj))
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def test_a_class_pickled_by_value_builds_what_the_original_builds(tmp_path: Path) -> None:
+    """Before: ``TypeError: cannot pickle 'classmethod_descriptor'`` (the record)."""
+    auto, twin = _classes()
+    expected = {
+        "buffers": ["mask", "scale"],  # registered in __init__, as on the twin
+        "keys": ["lin.bias", "lin.weight", "mask"],  # persistent=True; scale: NonPersistent
+        "dtypes": {"mask": "torch.float64", "scale": "torch.float64", "last": "torch.float64"},
+    }
+    assert _loaded_elsewhere(auto, tmp_path) == expected
+    twins = _loaded_elsewhere(twin, tmp_path)
+    assert {**twins, "dtypes": {**twins["dtypes"], "last": "torch.float64"}} == expected
+
+
+def test_an_instance_of_a_class_pickled_by_value_keeps_what_it_holds(tmp_path: Path) -> None:
+    auto, _ = _classes()
+    model = auto()
+    model(torch.ones(2, 3))  # runtime state, carried
+    assert _loaded_elsewhere(model, tmp_path) == {
+        "buffers": ["mask", "scale"],
+        "keys": ["lin.bias", "lin.weight", "mask"],
+        "dtypes": {"mask": "torch.float64", "scale": "torch.float64", "last": "torch.float64"},
+    }
