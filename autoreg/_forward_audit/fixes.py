@@ -27,6 +27,7 @@ from .._messages.audits import (
     FIX_CAST,
     FIX_CAST_BACK,
     FIX_COMPUTED_DTYPE,
+    FIX_COMPUTED_NO_REFERENCE,
     FIX_COPIED_BACK,
     FIX_CREATED,
     FIX_CREATED_SHAPED,
@@ -162,6 +163,8 @@ def _fix(group: list[Record]) -> str:
             return FIX_ATTRIBUTE.format(path=path, fix=site.attribute.fix)
         return FIX_HELD.format(path=path, fix=site.attribute.fix)
     if not ref:
+        if kinds == {"dtype"} and site.origin == "computed":  # no call there takes dtype=
+            return FIX_COMPUTED_NO_REFERENCE
         what = "device" if "device" in kinds else "dtype"
         return FIX_NO_REFERENCE.format(what=what)
     if site.entered:

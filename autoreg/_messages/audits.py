@@ -165,8 +165,14 @@ FIX_CAST: Final = "cast to {ref}.dtype, not to {stray}: .to({ref}.dtype)"
 FIX_CAST_BACK: Final = "cast it back before {op}: .type_as({ref})"
 
 FIX_NO_REFERENCE: Final = (
-    "{what}= that of the model: the code here holds none of its tensors, so pass it one (t) "
-    "and write {what}=t.{what}"
+    "{what}= that of the model: the code here holds none of its tensors, so pass it one and "
+    "write {what}=<that tensor>.{what}"
+)
+
+FIX_COMPUTED_NO_REFERENCE: Final = (
+    "floating values computed from integers take the default dtype: convert them where they are "
+    "computed, .to(<a tensor of the model>.dtype); the code here holds no floating tensor of the "
+    "model, so pass it one"
 )
 
 FIX_ENTERED: Final = (

@@ -865,3 +865,31 @@ class LambdaMLP(nn.Module):
         if self.outside:
             y = y * _SCALE  # stray: device, dtype
         return y
+
+
+# --- a parameterless sinusoidal embedding of integer timesteps (a denoising U-Net's) -------------
+
+
+class SinusoidalSteps(nn.Module):
+    """No parameter of its own, integer timesteps in: the floats it computes from them are
+    float32 whatever the model's dtype, and it holds no floating tensor of the model to name."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        half = self.dim // 2
+        scale = -math.log(10000) / (half - 1)
+        freq = torch.exp(torch.arange(half, device=t.device) * scale)  # stray: dtype
+        angles = t[:, None] * freq[None, :]
+        return torch.cat((angles.sin(), angles.cos()), dim=-1)
+
+
+class StepConditioned(nn.Module):
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.time = nn.Sequential(SinusoidalSteps(dim), nn.Linear(dim, dim))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return x + self.time(t)

@@ -87,8 +87,8 @@ def test_code_that_holds_no_tensor_of_the_model_is_told_to_be_given_one() -> Non
     assert device.lineno == inspect.getsourcelines(ones)[1] + 1
     assert device.class_name == "Helper"
     assert device.fix == (
-        "device= that of the model: the code here holds none of its tensors, so pass it one (t) "
-        "and write device=t.device"
+        "device= that of the model: the code here holds none of its tensors, so pass it one and "
+        "write device=<that tensor>.device"
     )
 
 

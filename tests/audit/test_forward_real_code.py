@@ -429,3 +429,18 @@ def test_what_a_function_kept_as_an_attribute_reaches_of_the_model_is_the_models
     model = rp.LambdaMLP(outside=True)
     assert found(autoreg.audit_forward(model, x)) == marked(rp.LambdaMLP)
     assert model.mlpf.__closure__[0].cell_contents is model.mlp  # the model is left as it was
+
+
+def test_floats_computed_from_integers_where_no_model_tensor_is_in_reach_name_none() -> None:
+    """A parameterless time embedding (a denoising U-Net's): the fix said "pass it one (t) and
+    write dtype=t.dtype", where ``t`` is the code's own integer timestep; it now names no
+    variable, and says to convert where the floats are computed."""
+    findings = autoreg.audit_forward(
+        rp.StepConditioned(), torch.randn(3, 8), torch.tensor([1, 4, 9])
+    )
+    assert found(findings) == marked(rp.SinusoidalSteps)
+    assert {f.fix for f in findings} == {
+        "floating values computed from integers take the default dtype: convert them where they "
+        "are computed, .to(<a tensor of the model>.dtype); the code here holds no floating tensor "
+        "of the model, so pass it one"
+    }
