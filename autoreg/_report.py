@@ -151,7 +151,7 @@ def _forward_rows(forward: Forward, held: Sequence[Finding], width: int) -> list
         holders = len({(f.module_path, f.attribute) for f in group})
         where = _where(first) + (MORE.format(count=holders - 1) if holders > 1 else "")
         op = op_where(first) if first.op else f"{first.class_name}.{first.attribute}"
-        mode_cell = (first.mode,) if several else ()
+        mode_cell = (", ".join(first.modes or (first.mode,)),) if several else ()
         rows.append((where, kinds, *mode_cell, first.tensor, op))
         root = _root(first.attribute)
         if (first.entered or first.kind == "stored") and (first.class_name, root) in above:

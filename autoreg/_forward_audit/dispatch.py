@@ -459,6 +459,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 None,
                 self.lines.mode,
             )
+        self._met(key)
 
     def _record(
         self,
@@ -506,6 +507,13 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     result,
                     self.lines.mode,
                 )
+            self._met(key)
+
+    def _met(self, key: tuple[object, ...]) -> None:
+        """Note that this pass's mode met the stray recorded under ``key`` too."""
+        modes = self.records[key].modes
+        if self.lines.mode not in modes:
+            modes.append(self.lines.mode)
 
 
 def _on_meta(tensor: torch.Tensor) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
@@ -181,7 +182,9 @@ def _run(
     if stores is not None:
         device = _device_of(model)
         for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):
-            stored.setdefault(key, found)
+            first = stored.setdefault(key, found)
+            if mode not in first.modes:  # found by a pass in the other mode first
+                stored[key] = dataclasses.replace(first, modes=(*first.modes, mode))
     if not (backward and roots):
         return
     try:

@@ -36,8 +36,9 @@ class ForwardFinding:
     plain attribute and for ``"stored"``: the module that holds it), its path dotted from the
     audited model (``""`` for the model itself); ``attribute`` is the attribute, dotted from that
     module (``"cfg.weights"`` for a field of an object it holds; ``""`` for a tensor made in
-    the pass). ``mode`` is the mode the pass that found it ran the model in: ``"train"`` or
-    ``"eval"``. ``dtype``, ``shape`` and ``device`` describe the tensor as the model given has it
+    the pass). ``mode`` is the mode the pass that found it first ran the model in: ``"train"``
+    or ``"eval"``; ``modes``, every mode whose pass found it, in that order. ``dtype``,
+    ``shape`` and ``device`` describe the tensor as the model given has it
     (``device`` is ``"cpu"`` for a tensor left on the default device); ``reason`` says what the
     operation does with it. The device row and the dtype row of one site share one ``fix``.
     ``stored`` says, for ``"stored"``, what forward stored: ``"tensor"`` (state of a run: a
@@ -65,6 +66,7 @@ class ForwardFinding:
     device: str = ""
     reason: str = ""
     stored: Stored = ""
+    modes: tuple[ModeName, ...] = ()
 
     def __str__(self) -> str:
         template = STORED_FINDING if self.kind == "stored" else FORWARD_FINDING

@@ -75,6 +75,7 @@ class Record:
     result: torch.dtype | None
     mode: ModeName
     host: bool  # the tensor was on the default device when the operation met it
+    modes: list[ModeName] = dataclasses.field(default_factory=list)  # every pass's that met it
 
 
 Records = dict[tuple[object, ...], Record]
@@ -97,7 +98,9 @@ def record(
     ref = reference(site, model, follows, low if kind == "dtype" else None, tensor)
     shape = tuple(tensor.shape)
     host = not follows(tensor)
-    return Record(kind, site, tensor.dtype, shape, op, op_line, ref, low, result, mode, host)
+    return Record(
+        kind, site, tensor.dtype, shape, op, op_line, ref, low, result, mode, host, [mode]
+    )
 
 
 def finish(records: Records, device: str) -> list[ForwardFinding]:
@@ -131,6 +134,7 @@ def _finding(entry: Record, fix: str, device: str) -> ForwardFinding:
         class_name=site.class_name,
         module_path=site.module_path,
         mode=entry.mode,
+        modes=tuple(entry.modes),
         dtype=dtype_name(entry.dtype),
         shape=entry.shape,
         device=where,

@@ -107,6 +107,7 @@ def stored_findings(
             class_name=finding.class_name,
             module_path=entry.holder_path,
             mode=mode,
+            modes=(mode,),
             dtype=dtype_name(finding.dtype),
             shape=finding.shape,
             device=device,

@@ -130,9 +130,10 @@ def test_each_finding_reads_as_a_line_and_a_fix() -> None:
         "device",
         "reason",
         "stored",
+        "modes",
     }
     assert (device.attribute, device.class_name, device.module_path) == ("", "Net", "")
-    assert device.mode == "train"
+    assert (device.mode, device.modes) == ("train", ("train",))
 
 
 # --- the zoo of real patterns ---------------------------------------------------------------------

@@ -284,6 +284,7 @@ def test_json_adds_the_forward_findings(
         "device": "cpu",
         "reason": "add meets it next to the model's tensors",
         "stored": "",
+        "modes": ["train"],
     }
     assert (report["forward_of"], report["not_audited"]) == ("the forward of Positions", None)
     assert [finding["kind"] for finding in report["forward"]] == ["device"]  # int64 promotes not

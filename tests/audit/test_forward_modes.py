@@ -70,3 +70,29 @@ def test_the_model_keeps_its_mode_submodules_included() -> None:
 def test_an_unknown_mode_is_refused_with_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"^audit_forward\(\) got mode='inference': use 'train', "):
         found(Noisy(), mode="inference")
+
+
+class Everywhere(Noisy):
+    """A stray of each mode, one of both, and state stored in both (a loss kept for logging)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.last = x.sum()
+        return super().forward(x * torch.ones(DIM))
+
+
+BOTH_LINE = line_of(Everywhere, "return super().forward(x * torch.ones(DIM))")
+STORED_LINE = line_of(Everywhere, "self.last = x.sum()")
+
+
+def test_a_finding_says_every_mode_it_was_found_in() -> None:
+    """Before: the pass in the second mode met the same stray and said nothing: the report's
+    MODE column read "train" for a stray of inference too."""
+    findings = autoreg.audit_forward(
+        Everywhere(), torch.ones(2, DIM), low_precision=None, mode="both"
+    )
+    assert {(f.lineno, f.kind, f.mode, f.modes) for f in findings} == {
+        (TRAIN_LINE, "device", "train", ("train",)),
+        (EVAL_LINE, "device", "eval", ("eval",)),
+        (BOTH_LINE, "device", "train", ("train", "eval")),
+        (STORED_LINE, "stored", "train", ("train", "eval")),
+    }
