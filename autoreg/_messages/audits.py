@@ -162,7 +162,11 @@ FIX_DTYPE_WRITTEN: Final = "dtype={ref}.dtype, not the dtype written here (or .t
 
 FIX_CAST: Final = "cast to {ref}.dtype, not to {stray}: .to({ref}.dtype)"
 
-FIX_CAST_BACK: Final = "cast it back before {op}: .type_as({ref})"
+FIX_CAST_BACK: Final = (
+    "cast to {stray} on purpose, it meets tensors of the model at {op}, which refuses the mix: "
+    "cast those to {stray} there too (a norm's weight and bias), or cast it back first, "
+    ".type_as({ref})"
+)
 
 FIX_NO_REFERENCE: Final = (
     "{what}= that of the model: the code here holds none of its tensors, so pass it one and "

@@ -154,7 +154,8 @@ FIX_HAND_COMPLEX: Final = (
 )
 
 FIX_HAND_COMPLEX_EDIT: Final = (
-    "move it where forward uses it (self.{attribute}.to(x.device)); .to() leaves it where it is"
+    "move it where forward uses it (self.{attribute}.to(x.device)), unless forward does "
+    "already; .to() leaves it where it is"
 )
 
 PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"

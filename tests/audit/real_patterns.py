@@ -893,3 +893,21 @@ class StepConditioned(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return x + self.time(t)
+
+
+# --- a norm computed in float32 on purpose, its weights left in the model's dtype (whisper's) ----
+
+
+class Float32Norm(nn.LayerNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.float()).type(x.dtype)  # stray: dtype
+
+
+class NormedBlock(nn.Module):
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.norm = Float32Norm(dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.norm(x))

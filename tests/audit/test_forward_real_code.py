@@ -444,3 +444,16 @@ def test_floats_computed_from_integers_where_no_model_tensor_is_in_reach_name_no
         "are computed, .to(<a tensor of the model>.dtype); the code here holds no floating tensor "
         "of the model, so pass it one"
     }
+
+
+def test_a_cast_on_purpose_that_an_operation_refuses_offers_both_ways_out() -> None:
+    """A norm computed in float32 (whisper's ``LayerNorm``): in bfloat16 its weights are
+    bfloat16, and ``layer_norm`` refuses the mix. Before, the fix said only "cast it back before
+    native_layer_norm", which gives up the float32 the code chose."""
+    [finding] = autoreg.audit_forward(rp.NormedBlock(), torch.randn(2, 8))
+    assert found([finding]) == marked(rp.Float32Norm)
+    assert finding.fix == (
+        "cast to float32 on purpose, it meets tensors of the model at native_layer_norm, which "
+        "refuses the mix: cast those to float32 there too (a norm's weight and bias), or cast it "
+        "back first, .type_as(x)"
+    )
