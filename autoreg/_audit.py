@@ -54,7 +54,6 @@ constants in plain attributes, class weights kept in a config object that the lo
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import warnings
 from typing import Any, Final
@@ -78,6 +77,7 @@ from ._audit_scope import (
     overrides_apply,
     own_method,
 )
+from ._copies import isolated_copy
 from ._errors import NotAModuleError
 from ._facts import recomputed_names, why_no_buffer_slot
 from ._frames import location
@@ -393,7 +393,7 @@ def _converted_copy(module: nn.Module) -> dict[int, Any] | str:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            copy.deepcopy(module, memo).to("meta")
+            isolated_copy(module, memo).to("meta")
     except Exception as error:  # noqa: BLE001 - any failure: the findings stand as read
         return OWN_APPLY_FAILED.format(error=f"{type(error).__name__}: {error}")
     return memo

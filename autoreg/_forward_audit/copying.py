@@ -14,7 +14,6 @@ import contextlib
 import copy
 import random
 import sys
-import types
 import warnings
 from collections.abc import Iterator
 from typing import Any, Final
@@ -28,6 +27,7 @@ from torch.utils._pytree import tree_flatten
 
 from .._audit import Finding, Located, join, locate_unregistered
 from .._audit_scope import history_free_memo, object_fields
+from .._copies import SharedModuleError, isolated_copy
 from .._declarations import Declaration
 from .._errors import ForwardAuditError
 from .._messages.audits import (
@@ -90,10 +90,11 @@ def copy_model(model: nn.Module, low: torch.dtype | None, meta: bool) -> nn.Modu
                 memo[id(parameter)] = nn.Parameter(stand_in, parameter.requires_grad)
     history_free_memo(model, memo)
     try:
-        twin = copy.deepcopy(model, memo)
+        twin = isolated_copy(model, memo)
+    except SharedModuleError as error:
+        raise ForwardAuditError(str(error), []) from None
     except Exception as error:
         raise ForwardAuditError(_cannot_copy(model, memo, error), []) from error
-    _reach_the_copy(twin, memo)
     moves: list[torch.device | str | torch.dtype] = []
     if meta:
         moves.append(STAND_IN)
@@ -116,53 +117,6 @@ def copy_model(model: nn.Module, low: torch.dtype | None, meta: bool) -> nn.Modu
         except Exception as error:  # the model's own to(), said as such
             raise CannotConvertError(move, error) from error
     return twin
-
-
-def _reach_the_copy(twin: nn.Module, memo: dict[int, Any]) -> None:
-    """The functions the copy's modules keep as attributes, made again to reach what was copied:
-    ``deepcopy`` shares functions, whose closures and defaults reached the original's objects
-    (a lambda over the block's own MLP, as minGPT's ``Block.mlpf``). A cell shared by several
-    functions stays shared. Told by identity, through the copy's memo."""
-    cells: dict[int, types.CellType] = {}
-
-    def copied(value: Any) -> Any:
-        return memo.get(id(value), value)
-
-    def cell(old: types.CellType) -> types.CellType:
-        if id(old) not in cells:
-            try:
-                contents = old.cell_contents
-            except ValueError:  # an empty cell: a name not yet bound
-                cells[id(old)] = old
-            else:
-                new = copied(contents)
-                cells[id(old)] = old if new is contents else types.CellType(new)
-        return cells[id(old)]
-
-    for module in twin.modules():
-        for name, value in list(vars(module).items()):
-            if not isinstance(value, types.FunctionType):
-                continue
-            closure = tuple(cell(c) for c in value.__closure__ or ())
-            defaults = tuple(copied(d) for d in value.__defaults__ or ())
-            keywords = {k: copied(d) for k, d in (value.__kwdefaults__ or {}).items()}
-            if (
-                all(a is b for a, b in zip(closure, value.__closure__ or (), strict=True))
-                and all(a is b for a, b in zip(defaults, value.__defaults__ or (), strict=True))
-                and all(keywords[k] is d for k, d in (value.__kwdefaults__ or {}).items())
-            ):
-                continue  # it reaches nothing that was copied
-            function = types.FunctionType(
-                value.__code__,
-                value.__globals__,
-                value.__name__,
-                defaults if value.__defaults__ is not None else None,
-                closure if value.__closure__ is not None else None,
-            )
-            function.__kwdefaults__ = keywords if value.__kwdefaults__ is not None else None
-            function.__qualname__ = value.__qualname__
-            function.__dict__.update(value.__dict__)
-            module.__dict__[name] = function
 
 
 class CannotConvertError(ForwardAuditError):

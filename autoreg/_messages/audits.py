@@ -254,6 +254,12 @@ The audit runs a copy, so that the model given is left as it was. Make {owner}.{
 deep-copyable (give its class a __deepcopy__), or keep it out of the model: a module-level \
 object, or an argument of forward."""
 
+COPY_IS_ITSELF: Final = (
+    "{cls}'s deep copy is the module itself (its __deepcopy__ gives back self): the audits "
+    "convert a copy of the model, which would convert yours. Give {cls} a __deepcopy__ that "
+    "copies its parameters, or audit the model without it"
+)
+
 CANNOT_COPY_INPUTS: Final = """\
 audit_forward() cannot deep-copy the inputs: {error}
 The audit runs on copies, so that the inputs given are left as they were."""
