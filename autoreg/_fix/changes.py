@@ -99,6 +99,7 @@ class Changes:
         self.plain: dict[cst.ClassDef, list[tuple[str, str]]] = {}
         self.imports: set[str] = set()
         self.made: list[Edit] = []
+        self.held_back: set[tuple[cst.ClassDef, str]] = set()  # names _register left as they are
         self.hand: list[HandEdit] = []
 
     def make(self, edit: Edit) -> None:
@@ -183,7 +184,10 @@ class Changes:
                 } or {
                     value_kind(store.value, store.method, store.self_name, attribute, torch_names)
                 }
-                if not kinds <= takes or _other(store, attribute, torch_names, takes) is not None:
+                if (
+                    not kinds <= takes
+                    or _other(store, attribute, torch_names, takes, self.index, cls) is not None
+                ):
                     return attribute
         return None
 
@@ -270,7 +274,11 @@ class Changes:
             # The run is one configuration: a store that ran with a tensor, and that the source
             # shows storing another value in another one (t if use_bias else 0.0), is listed.
             # (The value of `self.x, y = ...` is what is unpacked, not what self.x stores.)
-            other = _other(store, attribute, torch_names, frozenset(takes)) if seen else None
+            other = (
+                _other(store, attribute, torch_names, frozenset(takes), self.index, cls)
+                if seen
+                else None
+            )
             if other is not None:
                 listed(store, _another(*other), FIX_HAND_ANOTHER_VALUE_EDIT)
                 refused = refused or not construction
@@ -288,6 +296,7 @@ class Changes:
         if refused:
             for store, _ in rewrites:
                 listed(store, FIX_HAND_HELD_BACK, FIX_HAND_MIXED_EDIT)
+            self.held_back.add((cls, attribute))  # and no None registered for it (_declare)
         elif rewrites:
             self.replaced.update((store.small, call) for store, call in rewrites)
             self.made.append(edit)
@@ -368,7 +377,10 @@ class Changes:
 
     def _declare(self, cls: cst.ClassDef, edit: DeclareBuffer, refuse: _Refuse) -> None:
         """Register ``edit.attribute`` as None in ``cls.__init__``, right after
-        ``super().__init__()``: in place of a ``self.x = None`` there, else a new line."""
+        ``super().__init__()``: in place of a ``self.x = None`` there, else a new line; not
+        for a name whose stores ``_register`` held back (a store there would meet the buffer)."""
+        if (cls, edit.attribute) in self.held_back:
+            return
         init = next(
             (
                 node
@@ -403,14 +415,35 @@ class Changes:
 
 
 def _other(
-    store: Store, attribute: str, torch_names: frozenset[str], takes: frozenset[str]
+    store: Store,
+    attribute: str,
+    torch_names: frozenset[str],
+    takes: frozenset[str],
+    index: Index,
+    cls: cst.ClassDef,
 ) -> tuple[cst.BaseExpression, str | None] | None:
     """What the source shows ``store`` may store, in another configuration, that ``takes`` lacks
-    (``other_value``); None for a store of several names (``self.x, y = ...``), whose value is
-    what is unpacked, not what ``self.x`` stores."""
+    (``other_value``, reading the functions of the file ``store`` calls: those of ``index`` and
+    the methods of ``cls``); None for a store of several names (``self.x, y = ...``), whose value
+    is what is unpacked, not what ``self.x`` stores."""
     if store.value is None or store.form == "several":
         return None
-    return other_value(store.value, store.method, store.self_name, attribute, torch_names, takes)
+    functions = {n.name.value: n for n in index.module.body if isinstance(n, cst.FunctionDef)}
+    methods = {n.name.value: n for n in cls.body.body if isinstance(n, cst.FunctionDef)}
+
+    def callee(call: cst.Call) -> tuple[cst.FunctionDef, str] | None:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in functions:
+            return functions[func.value], ""
+        if m.matches(func, m.Attribute(value=m.Name(store.self_name), attr=m.Name())):
+            method = methods.get(func.attr.value)  # type: ignore[attr-defined]
+            if method is not None:
+                return method, self_name_of(method) or ""
+        return None
+
+    return other_value(
+        store.value, store.method, store.self_name, attribute, torch_names, takes, callee
+    )
 
 
 def _another(value: cst.BaseExpression, parameter: str | None) -> str:

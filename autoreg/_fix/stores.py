@@ -422,6 +422,12 @@ def value_kind(
     return None
 
 
+# The function of the file a call runs, if the source says, and its ``self`` ("" for a function
+# outside a class): a module-level ``def`` for ``name(...)``, a method of the class for
+# ``self.name(...)``.
+Callees: TypeAlias = Callable[[cst.Call], tuple[cst.FunctionDef, str] | None]
+
+
 def other_value(
     value: cst.BaseExpression,
     method: cst.FunctionDef,
@@ -429,6 +435,8 @@ def other_value(
     attribute: str,
     torch_names: frozenset[str],
     takes: frozenset[str],
+    callees: Callees | None = None,
+    _calling: frozenset[int] = frozenset(),
 ) -> _Other:
     """A value outside ``takes`` that the source shows ``value`` may store in a configuration the
     factory did not build, and the parameter whose default it is (None: the source shows none).
@@ -440,8 +448,10 @@ def other_value(
     out (a literal, an ``nn.Parameter``, the default of ``get(key, 0.25)``) and where a parameter's
     default is not shown to be a tensor or None (``scale=DEFAULT_SCALE``, ``angle=math.pi``): the
     configuration that uses the default stores it. A branch taken only for a tensor
-    (``s if isinstance(s, torch.Tensor) else torch.tensor(s)``) stores none, and a call of the
-    project's own function that returned a tensor is trusted, as the run saw it.
+    (``s if isinstance(s, torch.Tensor) else torch.tensor(s)``) stores none. A call of a
+    function of the file (``callees``: ``loss_or_zero(...)``, ``self._loss(...)``) stores what
+    any of its ``return`` statements may return, read the same way; a call of any other that
+    returned a tensor is trusted, as the run saw it.
     """
     followed: dict[str, _Other] = {}
 
@@ -458,7 +468,9 @@ def other_value(
             return other(node.orelse, names)
         if isinstance(node, cst.Call):  # get(key, default), getattr(obj, name, default)
             fallback = _fallback(node)
-            return None if fallback is None else other(fallback, names)
+            if fallback is not None:
+                return other(fallback, names)
+            return returned(node)
         if isinstance(node, cst.BooleanOperation):
             return other(node.left, names) or other(node.right, names)
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
@@ -472,6 +484,21 @@ def other_value(
         if node.value not in followed:
             followed[node.value] = name(node.value, (*names, node.value))
         return followed[node.value]
+
+    def returned(call: cst.Call) -> _Other:
+        """What a function of the file that ``call`` runs may return outside ``takes``."""
+        found_callee = callees(call) if callees is not None else None
+        if found_callee is None or id(found_callee[0]) in _calling:  # unknown, or recursion
+            return None  # trusted
+        callee, inner = found_callee
+        for result in _returns(callee):
+            found = other_value(
+                result, callee, inner, attribute, torch_names, takes, callees,
+                _calling | {id(callee)},
+            )  # fmt: skip
+            if found is not None:
+                return found[0], None
+        return None
 
     def name(variable: str, names: tuple[str, ...]) -> _Other:
         """A parameter's default, then every value the method binds to the name."""
@@ -489,6 +516,18 @@ def other_value(
         return None
 
     return other(value, ())
+
+
+def _returns(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The values ``function``'s own ``return`` statements give (not those of functions or
+    classes nested in it); a bare ``return`` gives None."""
+    nested = [n for n in m.findall(function, m.FunctionDef() | m.ClassDef()) if n is not function]
+    inner = {id(r) for node in nested for r in m.findall(node, m.Return())}
+    return [
+        node.value if node.value is not None else cst.Name("None")
+        for node in m.findall(function, m.Return())
+        if id(node) not in inner and isinstance(node, cst.Return)
+    ]
 
 
 def _tensor_check(test: cst.BaseExpression, torch_names: frozenset[str]) -> tuple[str, bool] | None:

@@ -248,6 +248,55 @@ def build():
     return Table(), (torch.randn(2, 3),)
 """
 
+FUNCTION_MAY_RETURN_A_FLOAT = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def scale_for(n):
+    if n > 8:
+        return 1.0
+    return torch.ones(n)
+
+
+class Scaled(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.scale = scale_for(n)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class Lossy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(4, 3)
+
+    def _loss(self, logits, targets):
+        if targets is None:
+            return 0.0
+        return F.cross_entropy(logits, targets)
+
+    def forward(self, x, targets=None):
+        logits = self.out(x)
+        self.last_loss = self._loss(logits, targets)
+        return logits
+
+
+def build():
+    return nn.Sequential(), ()
+
+
+def build_scaled():
+    return Scaled(), (torch.randn(2, 4),)
+
+
+def build_lossy():
+    return Lossy(), (torch.randn(3, 4), torch.tensor([0, 1, 2]))
+"""
+
 NONE_DEFAULT = """\
 import torch
 from torch import nn
@@ -374,6 +423,26 @@ LISTED = [
         "1.0 (the default of scale)",
         [],
         id="a-check-against-a-tuple-of-types",
+    ),
+    pytest.param(
+        FUNCTION_MAY_RETURN_A_FLOAT.replace("def build():", "def unused():").replace(
+            "def build_scaled():", "def build():"
+        ),
+        "self.scale = scale_for(n)",
+        "Scaled.scale",
+        "1.0",
+        [],
+        id="a-project-function-that-may-return-a-float",
+    ),
+    pytest.param(
+        FUNCTION_MAY_RETURN_A_FLOAT.replace("def build():", "def unused():").replace(
+            "def build_lossy():", "def build():"
+        ),
+        "self.last_loss = self._loss(logits, targets)",
+        "Lossy.last_loss",
+        "0.0",
+        [],
+        id="a-method-that-may-return-a-float",
     ),
     pytest.param(
         LOOSE_CHECKS,

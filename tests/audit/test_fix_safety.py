@@ -858,6 +858,35 @@ def test_a_store_under_an_annotation_that_ran_with_a_tensor_is_no_reason_to_list
     assert model.last_loss is None
 
 
+def test_a_store_under_an_annotation_of_a_call_that_may_return_a_float_is_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As above, with the loss computed by a function of the file that returns ``0.0`` without
+    targets: the run saw a tensor, the source shows the float. Before (4983886): rewritten, and
+    inference raised "cannot assign 'float' as buffer"."""
+    source = ANNOTATED_LOSS.replace(
+        "            self.last_loss = F.cross_entropy(out, targets)\n"
+        "        else:\n"
+        "            self.last_loss = None\n",
+        "            pass\n        self.last_loss = loss_or_zero(out, targets)\n",
+    ).replace(
+        "class Net(nn.Module):",
+        "def loss_or_zero(out, targets):\n"
+        "    if targets is None:\n"
+        "        return 0.0\n"
+        "    return F.cross_entropy(out, targets)\n\n\n"
+        "class Net(nn.Module):",
+    )
+    project.write("m", source)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert "Net: its annotation last_loss: ... would declare a buffer" in err
+    assert project.read("m") == source
+    model, (x, _) = project.load().build()
+    model(x)
+    assert model.last_loss == 0.0
+
+
 def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
     """``self.half = torch.tensor(0.5)``: nn.Module's own method hides it; nothing of the user's
     is there to remove (before: "defined on the class (a class-level function)")."""
