@@ -64,6 +64,7 @@ from .._messages.fix import (
 from .._mixin import AutoRegisterMixin
 from .._paths import TORCH_DIR
 from .._walk import CONTAINERS, iter_modules, iter_tensors
+from .project import function_stores
 from .sites import Stores
 from .strays import ClassInfo, Kind, Site, Stray
 
@@ -287,9 +288,9 @@ def _stray(
 
 def _stored_by_subclass(cls: type, attribute: str) -> str:
     """The first subclass, loaded and in the user's own code, of a class of ``cls.__mro__``
-    (not one of them) whose own methods store ``self.<attribute>``: a store the run did not see,
-    which a buffer registered in its base would meet (a float default raises there); ``""`` if
-    none."""
+    (not one of them) whose own methods, or those of another class of its MRO in the user's code
+    (a mixin), store ``self.<attribute>``: a store the run did not see, which a buffer
+    registered in its base would meet (a float default raises there); ``""`` if none."""
     mro = set(cls.__mro__)
     todo: list[type] = []
     for klass in cls.__mro__:
@@ -302,7 +303,8 @@ def _stored_by_subclass(cls: type, attribute: str) -> str:
             continue
         seen.add(sub)
         todo.extend(sub.__subclasses__())
-        if any(_stores_self(function, attribute) for function in _functions(sub)):
+        own = [k for k in sub.__mro__ if k not in mro and _is_own_class(k)]
+        if any(_stores_self(function, attribute) for k in own for function in _functions(k)):
             return sub.__qualname__
     return ""
 
@@ -314,7 +316,7 @@ def _is_own_class(cls: type) -> bool:
 
 def _stores_self(function: types.FunctionType, attribute: str) -> bool:
     """Whether the source of ``function``, of the user's own code, stores ``<first argument>.
-    <attribute>`` (an assignment, annotated, augmented, or a ``for`` / ``with`` target)."""
+    <attribute>`` (``project.function_stores``)."""
     code = function.__code__
     if not code.co_argcount or not is_own_code(code.co_filename):
         return False
@@ -322,14 +324,10 @@ def _stores_self(function: types.FunctionType, attribute: str) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
         return False
-    first = code.co_varnames[0]
     return any(
-        isinstance(node, ast.Attribute)
-        and isinstance(node.ctx, ast.Store)
-        and node.attr == attribute
-        and isinstance(node.value, ast.Name)
-        and node.value.id == first
-        for node in ast.walk(tree)
+        function_stores(node, attribute)
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
 
 

@@ -20,7 +20,7 @@ from typing import Final
 
 from .strays import Kind, Stray
 
-__all__ = ["ProjectSource", "with_unloaded_subclasses"]
+__all__ = ["ProjectSource", "function_stores", "with_unloaded_subclasses"]
 
 # Never read: virtual environments (a folder holding pyvenv.cfg), installed packages, caches.
 _SKIPPED_DIRS: Final = frozenset(("__pycache__", "site-packages", "dist-packages", "node_modules"))
@@ -44,62 +44,85 @@ def with_unloaded_subclasses(
 
 
 class ProjectSource:
-    """The ``.py`` files under ``root`` and under none of ``excluded``, read once, parsed when a
-    class name they mention is asked about."""
+    """The ``.py`` files under ``root`` and under none of ``excluded``, read once (as bytes: a
+    file's coding line is Python's to read), parsed when a class name they mention is asked
+    about."""
 
     def __init__(self, root: str, excluded: Sequence[str]) -> None:
         self.root = root
         self.excluded = tuple(os.path.join(os.path.abspath(d), "") for d in excluded)
-        self._texts: dict[str, str] | None = None
-        self._classes: dict[str, list[ast.ClassDef]] = {}  # by file, once parsed
+        self._sources: dict[str, bytes] | None = None
+        self._parsed: dict[str, _Parsed] = {}  # by file, once parsed
 
     def subclass_storing(
         self, classes: Sequence[str], attribute: str, skip: Sequence[tuple[str, int]]
     ) -> str:
         """The name of the first class statement under the root, none of ``skip`` (file, first
         line: the classes the run built), that derives from a class named in ``classes`` (through
-        others of the project) and whose methods store ``self.<attribute>``; ``""`` if none."""
+        others of the project, or under another name it imports it as) and whose methods, or
+        those of another of its bases in the project (a mixin), store ``self.<attribute>``;
+        ``""`` if none."""
         names = set(classes)
         skipped = {(os.path.abspath(f), line) for f, line in skip}
         done: set[int] = set()
         grown = True
         while grown:
             grown = False
-            for filename, node in self._statements(names):
+            for filename, node, aliases in self._statements(names):
                 if id(node) in done or (filename, _first_line(node)) in skipped:
                     continue
-                if not names.intersection(_base_names(node)):
+                bases = set(_base_names(node, aliases))
+                if not names.intersection(bases):
                     continue
                 done.add(id(node))
-                if _stores_self(node, attribute):
+                if _stores_self(node, attribute) or any(
+                    self._stores(base, attribute, set(names)) for base in bases - names
+                ):
                     return node.name
                 if node.name not in names:  # a subclass of it may store it: read again
                     names.add(node.name)
                     grown = True
         return ""
 
-    def _statements(self, names: set[str]) -> Iterator[tuple[str, ast.ClassDef]]:
-        """Each class statement of the files whose text mentions one of ``names``."""
-        alternatives = "|".join(map(re.escape, sorted(names)))
-        pattern = re.compile(rf"\b(?:{alternatives})\b")
-        for filename, text in self._read().items():
-            if pattern.search(text) is None:
+    def _stores(self, name: str, attribute: str, seen: set[str]) -> bool:
+        """Whether a class statement of the project named ``name`` (a mixin), or one of its own
+        bases in the project, stores ``self.<attribute>``."""
+        if name in seen:
+            return False
+        seen.add(name)
+        for _, node, aliases in self._statements({name}):
+            if node.name != name:
                 continue
-            for node in self._parsed(filename, text):
-                yield filename, node
+            if _stores_self(node, attribute) or any(
+                self._stores(base, attribute, seen) for base in _base_names(node, aliases)
+            ):
+                return True
+        return False
 
-    def _read(self) -> dict[str, str]:
-        if self._texts is None:
-            self._texts = {}
+    def _statements(self, names: set[str]) -> Iterator[tuple[str, ast.ClassDef, dict[str, str]]]:
+        """Each class statement of the files that mention one of ``names``, with the names the
+        file imports classes under (``from m import Base as Alias``)."""
+        alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
+        pattern = re.compile(rb"\b(?:" + alternatives + rb")\b")
+        for filename, source in self._read().items():
+            if pattern.search(source) is None:
+                continue
+            parsed = self._parse(filename, source)
+            for node in parsed.classes:
+                yield filename, node, parsed.aliases
+
+    def _read(self) -> dict[str, bytes]:
+        if self._sources is None:
+            self._sources = {}
             for filename in self._files():
                 try:
-                    with open(filename, encoding="utf-8") as file:
-                        text = file.read()
-                except (OSError, UnicodeDecodeError):
+                    with open(filename, "rb") as file:
+                        source = file.read()
+                except OSError:
                     continue
-                if "class " in text:
-                    self._texts[filename] = text
-        return self._texts
+                if b"class " in source:
+                    self._sources[filename] = source
+        return self._sources
 
     def _files(self) -> Iterator[str]:
         for top, dirs, files in os.walk(os.path.abspath(self.root)):
@@ -111,14 +134,28 @@ class ProjectSource:
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
             yield from (os.path.join(top, f) for f in sorted(files) if f.endswith(".py"))
 
-    def _parsed(self, filename: str, text: str) -> list[ast.ClassDef]:
-        if filename not in self._classes:
+    def _parse(self, filename: str, source: bytes) -> _Parsed:
+        if filename not in self._parsed:
             try:
-                tree = ast.parse(text, filename)
+                tree = ast.parse(source, filename)
             except (SyntaxError, ValueError):
                 tree = ast.Module(body=[], type_ignores=[])
-            self._classes[filename] = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-        return self._classes[filename]
+            aliases = {
+                alias.asname: alias.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+                if alias.asname
+            }
+            classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+            self._parsed[filename] = _Parsed(classes, aliases)
+        return self._parsed[filename]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parsed:
+    classes: list[ast.ClassDef]
+    aliases: dict[str, str]  # the name a file imports a class under -> its own name
 
 
 def _first_line(node: ast.ClassDef) -> int:
@@ -126,31 +163,50 @@ def _first_line(node: ast.ClassDef) -> int:
     return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
-def _base_names(node: ast.ClassDef) -> Iterator[str]:
-    """The last name of each base: ``PosEnc`` for ``PosEnc`` and for ``m.PosEnc``."""
+def _base_names(node: ast.ClassDef, aliases: dict[str, str]) -> Iterator[str]:
+    """The last name of each base: ``PosEnc`` for ``PosEnc``, ``m.PosEnc``, and ``Alias`` where
+    the file imports ``PosEnc as Alias``."""
     for base in node.bases:
         if isinstance(base, ast.Name):
-            yield base.id
+            yield aliases.get(base.id, base.id)
         elif isinstance(base, ast.Attribute):
             yield base.attr
 
 
 def _stores_self(node: ast.ClassDef, attribute: str) -> bool:
     """Whether a method of the class statement stores ``<its first argument>.<attribute>``."""
-    for function in node.body:
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        arguments = [*function.args.posonlyargs, *function.args.args]
-        if not arguments:
-            continue
-        first = arguments[0].arg
-        if any(
-            isinstance(n, ast.Attribute)
-            and isinstance(n.ctx, ast.Store)
-            and n.attr == attribute
-            and isinstance(n.value, ast.Name)
-            and n.value.id == first
-            for n in ast.walk(function)
+    return any(
+        function_stores(function, attribute)
+        for function in node.body
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    )
+
+
+def function_stores(function: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
+    """Whether ``function`` stores ``<its first argument>.<attribute>``: an assignment (plain,
+    annotated, augmented, a ``for`` or ``with`` target), or ``setattr(self, name, ...)`` where
+    ``name`` is ``attribute`` or no literal (it may be)."""
+    arguments = [*function.args.posonlyargs, *function.args.args]
+    if not arguments:
+        return False
+    first = arguments[0].arg
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and node.attr == attribute
+            and isinstance(node.value, ast.Name)
+            and node.value.id == first
+        ):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == first
+            and (not isinstance(node.args[1], ast.Constant) or node.args[1].value == attribute)
         ):
             return True
     return False

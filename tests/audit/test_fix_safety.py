@@ -1046,18 +1046,69 @@ class FixedScale(Middle):
         super().__init__(dim)
         self.scale = 2.0
 """,
+    "alias": """\
+from .m import PosEnc as Encoding
+
+
+class FixedScale(Encoding):
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.scale = 2.0
+""",
+    "mixin": """\
+from .m import PosEnc
+
+
+class ScaleOption:
+    def set_scale(self, scale):
+        self.scale = scale
+
+
+class FixedScale(ScaleOption, PosEnc):
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.set_scale(2.0)
+""",
+    "setattr": """\
+from .m import PosEnc
+
+
+class FixedScale(PosEnc):
+    def __init__(self, dim, **options):
+        super().__init__(dim)
+        for key, value in {"scale": 2.0, **options}.items():
+            setattr(self, key, value)
+""",
+    "latin-1": """\
+# -*- coding: latin-1 -*-
+from .m import PosEnc
+
+
+class FixedScale(PosEnc):
+    \"\"\"Échelle fixe.\"\"\"
+
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.scale = 2.0
+""",
 }
 
 
+@pytest.mark.parametrize("loaded", [False, True], ids=["nothing-imports-it", "loaded"])
 @pytest.mark.parametrize("variant", list(SUBCLASS_ELSEWHERE))
 def test_a_subclass_in_a_module_nothing_imports_holds_the_buffer_style_back(
-    project: Project, capsys: pytest.CaptureFixture[str], variant: str
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str, loaded: bool
 ) -> None:
     """As above, with ``FixedScale`` in a module of the project that the factory's does not
-    import: the run never loads it, its source says it stores the name. Before: ``PosEnc`` got
-    ``register_buffer``, and ``FixedScale`` raised "cannot assign 'float' as buffer"."""
-    project.write("m", POS_ENC_ALONE)
-    project.write("variants", SUBCLASS_ELSEWHERE[variant])
+    import (the run never loads it, its source says it stores the name), or imports. Before:
+    ``PosEnc`` got ``register_buffer``, and ``FixedScale`` raised "cannot assign 'float' as
+    buffer" (for a module nothing imports, then for a base imported under another name, a store
+    by a mixin or by ``setattr``, a file in another encoding)."""
+    project.write("m", POS_ENC_ALONE + ("\nfrom . import variants  # noqa\n" if loaded else ""))
+    source = SUBCLASS_ELSEWHERE[variant]
+    (project.root / project.name / "variants.py").write_bytes(
+        source.encode("latin-1" if variant == "latin-1" else "utf-8")
+    )
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
     assert status == 1
     assert "PosEnc.scale: its subclass FixedScale stores it too" in err
