@@ -84,6 +84,7 @@ def make_plan(
     autoreg keeps a complex tensor complex under ``.to(a real dtype)`` (``nn.Module`` does not:
     the buffer style never registers one)."""
     plan = Plan()
+    strays = list(strays)
     for stray in strays:
         if stray.kind is Kind.HAND:
             _hand(plan, stray, stray.reason, stray.edit)
@@ -100,7 +101,24 @@ def make_plan(
             _plan_base(plan, stray, root, libraries)
         else:
             _plan_buffer(plan, stray, root, libraries)
+    if style == "base":
+        _through_bases(plan, strays)
     return plan
+
+
+def _through_bases(plan: Plan, strays: Iterable[Stray]) -> None:
+    """Drop the ``MakeAutoreg`` of a class whose base is made autoreg's too: it is autoreg's
+    through that base (and the mixin first in its own bases, after a base that has it, is an
+    order Python refuses). Its bases are the classes after it in a stray's ``classes``."""
+    made = {e.cls for edits in plan.edits.values() for e in edits if isinstance(e, MakeAutoreg)}
+    bases: dict[ClassInfo, set[ClassInfo]] = {}
+    for stray in strays:
+        for index, cls in enumerate(stray.classes):
+            bases.setdefault(cls, set()).update(stray.classes[index + 1 :])
+    for filename, edits in plan.edits.items():
+        plan.edits[filename] = [
+            e for e in edits if not (isinstance(e, MakeAutoreg) and bases.get(e.cls, set()) & made)
+        ]
 
 
 def _plan_base(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) -> None:

@@ -1168,3 +1168,56 @@ def test_a_dataclass_field_is_listed_at_its_class_with_an_edit_for_post_init(
     assert f"{project.name}/m.py:7: Prior.loc: stored by code without a source file" in err
     assert 'self.register_buffer("loc", self.__dict__.pop("loc"), persistent=False)' in err
     assert "<string>" not in err
+
+
+HIERARCHY = """\
+import torch
+from torch import nn
+
+
+class Scaled(BASE):
+    def __init__(self, n=4):
+        super().__init__(INIT)
+        self.lin = nn.Linear(n, n)
+        self.scale = torch.full((n,), 2.0)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+class Picked(Scaled):
+    def __init__(self, n=4):
+        super().__init__(n)
+        self.order = torch.arange(n).flip(0)
+
+    def forward(self, x):
+        return super().forward(x)[:, self.order]
+
+
+def build():
+    return Picked(), (torch.randn(2, 4),)
+"""
+
+
+@pytest.mark.parametrize(
+    ("base", "init", "made"),
+    [
+        ("nn.Module", "", "class Scaled(autoreg.Module):"),
+        ("nn.Linear", "n, n", "class Scaled(autoreg.AutoRegisterMixin, nn.Linear):"),
+    ],
+    ids=["module", "linear"],
+)
+def test_a_subclass_of_a_class_made_autoregs_is_autoregs_through_it(
+    project: Project, capsys: pytest.CaptureFixture[str], base: str, init: str, made: str
+) -> None:
+    """Both classes keep a tensor: the base becomes autoreg's, and so, through it, does the
+    subclass. Before: the subclass got the mixin first too, ``(AutoRegisterMixin, Scaled)``, an
+    order Python refuses: the rewritten file no longer imported."""
+    project.write("m", HIERARCHY.replace("BASE", base).replace("INIT", init))
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 0, err
+    written = project.read("m")
+    assert made in written
+    assert "class Picked(Scaled):" in written
+    model = project.load().build()[0]
+    assert set(dict(model.named_buffers())) == {"scale", "order"}
