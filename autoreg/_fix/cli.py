@@ -41,6 +41,7 @@ from .._messages.fix import (
     FIX_NO_LIBCST,
     FIX_NOT_CLEAN,
     FIX_NOTHING,
+    FIX_PUT_BACK,
     FIX_REAUDIT,
     FIX_REAUDIT_FAILED,
     FIX_WOULD_CHANGE,
@@ -104,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS if rewrites or left else EXIT_CLEAN
     names = ", ".join(_short(name) for name in rewrites)
     print(FIX_WROTE.format(files=names), file=sys.stderr)
-    status = _reaudit(analyses, args.low_precision)
+    status, built = _reaudit(analyses, args.low_precision)
+    if not built:  # every target was built here before the rewrite: the rewrite broke it
+        for filename, (source, _) in rewrites.items():
+            Path(filename).write_bytes(source)
+        print(FIX_PUT_BACK.format(files=names), file=sys.stderr)
+        return EXIT_FINDINGS
     hand_left = bool(plan.hand) or any(a.not_audited for a in analyses)
     return max(status, EXIT_FINDINGS if hand_left else EXIT_CLEAN)
 
@@ -136,10 +142,11 @@ def _report(plan: Plan, results: list[Rewrite], analyses: list[Analysis]) -> Non
             print(note, file=sys.stderr)
 
 
-def _reaudit(analyses: list[Analysis], low: str) -> int:
+def _reaudit(analyses: list[Analysis], low: str) -> tuple[int, bool]:
     """Audit every target again, in one fresh process (``reaudit``), as ``autoreg audit`` would
     (its forward too, in the same precisions, if it could be audited the first time); print each
-    report; 0 when every target is clean, 1 if not."""
+    report. The status (0 when every target is clean, 1 if not), and whether every target could
+    be built from the written files."""
     forward = ["--forward", *(["--low-precision", low] if low != "bfloat16" else [])]
     targets = [(a.target, forward if a.forward_audited else []) for a in analyses]
     command = [sys.executable, "-m", "autoreg._fix.reaudit", json.dumps(targets)]
@@ -157,8 +164,8 @@ def _reaudit(analyses: list[Analysis], low: str) -> int:
             FIX_REAUDIT_FAILED.format(target=names, code=result.returncode, output=output),
             file=sys.stderr,
         )
-        return EXIT_FINDINGS
-    status = EXIT_CLEAN
+        return EXIT_FINDINGS, False
+    status, built = EXIT_CLEAN, True
     for found in results:
         target, code = found["target"], found["status"]
         if code not in (EXIT_CLEAN, EXIT_FINDINGS):
@@ -166,14 +173,14 @@ def _reaudit(analyses: list[Analysis], low: str) -> int:
                 FIX_REAUDIT_FAILED.format(target=target, code=code, output=found["error"]),
                 file=sys.stderr,
             )
-            code = EXIT_FINDINGS
+            code, built = EXIT_FINDINGS, False
         else:
             if found["report"]:
                 emit(found["report"].removesuffix("\n"))
             message = FIX_CLEAN if code == EXIT_CLEAN else FIX_NOT_CLEAN
             print(message.format(target=target), file=sys.stderr)
         status = max(status, code)
-    return status
+    return status, built
 
 
 def _report_hand(plan: Plan) -> None:

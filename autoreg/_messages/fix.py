@@ -451,3 +451,8 @@ FIX_NOT_CLEAN: Final = (
 )
 
 FIX_REAUDIT_FAILED: Final = "the re-audit of {target} failed (exit status {code}):\n{output}"
+
+FIX_PUT_BACK: Final = (
+    "autoreg fix: put back as it was: {files}. The model could not be built from the rewritten "
+    "source (above), though it was before; the diff without --write shows the rewrite"
+)

@@ -234,3 +234,33 @@ def test_low_precision_none_audits_a_model_that_never_runs_in_bfloat16(
     assert (status, "not audited" in err) == (0, False)
     assert f"python -m autoreg audit {target} --forward --low-precision none" in err
     assert "class Net(autoreg.Module):" in project.read("m")
+
+
+def test_a_rewrite_the_model_cannot_be_built_from_is_put_back(
+    project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-audit builds the model from the written files in a fresh process; when it cannot
+    (a rewrite Python refuses to import, as the class order 6333e4d mended), the files are put
+    back as they were. Before: the broken file stayed written."""
+    from autoreg._fix import codemod
+
+    real = codemod.rewrite
+
+    def breaking(source: bytes, filename: str, edits: object) -> codemod.Rewrite:
+        result = real(source, filename, edits)  # type: ignore[arg-type]
+        broken = result.code + b"\nraise TypeError('a class order Python refuses')\n"
+        return codemod.Rewrite(broken, result.encoding, result.made, result.hand)
+
+    monkeypatch.setattr(codemod, "rewrite", breaking)
+    path = project.write(
+        "m",
+        CLEAN.replace("self.proj = nn.Linear(3, 3)", "self.scale = torch.ones(3)").replace(
+            "self.proj(x)", "x * self.scale"
+        ),
+    )
+    before = path.read_bytes()
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert "a class order Python refuses" in err
+    assert f"autoreg fix: put back as it was: {project.name}/m.py." in err
+    assert path.read_bytes() == before
