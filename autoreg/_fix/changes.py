@@ -257,6 +257,13 @@ class Changes:
             takes = (
                 {"tensor", "none"} if construction else {"tensor", "none", "parameter", "module"}
             )
+            if construction and any(
+                done.method is store.method and done.statement.start < store.statement.start
+                for done, _ in rewrites
+            ):
+                # After a register_buffer of the name earlier in the method, nn.Module replaces
+                # the buffer with a parameter (learn=True: self.x = nn.Parameter(self.x)).
+                takes |= {"parameter"}
             if not kinds:
                 reason, fix = (
                     (FIX_HAND_NOT_RUN, FIX_HAND_NOT_RUN_EDIT)
@@ -271,6 +278,8 @@ class Changes:
                 listed(store, FIX_HAND_OTHER_VALUE.replace("{what}", what), FIX_HAND_MIXED_EDIT)
                 refused = refused or not construction
                 continue
+            if "parameter" in kinds:
+                continue  # kept: nn.Module registers it as a parameter, in the buffer's place
             # The run is one configuration: a store that ran with a tensor, and that the source
             # shows storing another value in another one (t if use_bias else 0.0), is listed.
             # (The value of `self.x, y = ...` is what is unpacked, not what self.x stores.)

@@ -297,6 +297,26 @@ def build_lossy():
     return Lossy(), (torch.randn(3, 4), torch.tensor([0, 1, 2]))
 """
 
+LEARNED_ON_REQUEST = """\
+import torch
+from torch import nn
+
+
+class Weighting(nn.Module):
+    def __init__(self, steps=6, learn=False):
+        super().__init__()
+        self.logvar = torch.zeros(steps)
+        if learn:
+            self.logvar = nn.Parameter(self.logvar)
+
+    def forward(self, t):
+        return self.logvar[t].exp()
+
+
+def build():
+    return Weighting(), (torch.tensor([1, 3]),)
+"""
+
 NONE_DEFAULT = """\
 import torch
 from torch import nn
@@ -499,6 +519,11 @@ REWRITTEN = [
         id="parameter-with-a-none-default",
     ),
     pytest.param(
+        LEARNED_ON_REQUEST,
+        'self.register_buffer("logvar", torch.zeros(steps), persistent=False)',
+        id="a-parameter-stored-over-the-buffer-later",
+    ),
+    pytest.param(
         GUARDED,
         'self.register_buffer("scale", scale if isinstance(scale, torch.Tensor) else '
         "torch.tensor(scale), persistent=False)",
@@ -590,3 +615,22 @@ def test_a_name_another_method_stores_a_float_under_is_not_registered_at_all(
     model = project.load().build()[0]
     model.set_temperature(2.0)
     assert model.temperature == 2.0
+
+
+def test_a_parameter_stored_over_the_buffer_later_stays_a_parameter(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``self.logvar = nn.Parameter(self.logvar)`` after the buffer is registered: nn.Module
+    replaces the buffer with the parameter, as it replaced the plain attribute. Before: listed,
+    with an edit (register the parameter as a buffer) that would drop the learned weight from
+    ``parameters()`` and the checkpoint."""
+    project.write("m", LEARNED_ON_REQUEST)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 0, err
+    module = project.load()
+    learned = module.Weighting(learn=True)
+    assert [name for name, _ in learned.named_parameters()] == ["logvar"]
+    assert list(learned.state_dict()) == ["logvar"]
+    fixed = module.Weighting()
+    assert list(fixed.state_dict()) == []
+    assert "logvar" in dict(fixed.named_buffers())
