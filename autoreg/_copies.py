@@ -8,7 +8,8 @@ as it was. ``copy.deepcopy`` alone does not promise that:
   block's own MLP; in a list, a ``partial``, behind a decorator) would run the original's weights,
   and write the original's closure state. Here a function with a closure, defaults or attributes
   is made again, what it holds copied through the same memo (a cell two functions share stays
-  shared; what cannot be copied is shared, as ``deepcopy`` would);
+  shared; what cannot be copied is shared, as ``deepcopy`` would); a ``staticmethod`` or
+  ``classmethod`` kept as an attribute, which ``deepcopy`` refuses, wraps a copy of its function;
 - a class's own ``__deepcopy__`` may share: ``copy.copy(self)`` shares the parameters, and their
   registries, which the copy's ``.to()`` converts in place: the copy gets registries and
   parameters of its own; one that gives back the module itself cannot be converted apart from
@@ -100,7 +101,6 @@ def _copy_tensor(tensor: torch.Tensor) -> torch.Tensor:
 # is the process's; another thread's deepcopy keeps sharing them).
 _COPYING: set[int] = set()
 _LOCK: Final = threading.Lock()
-_ATOMIC: Final = copy._deepcopy_dispatch[types.FunctionType]  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
@@ -109,15 +109,21 @@ def _functions_copied() -> Iterator[None]:
     me = threading.get_ident()
     dispatch: dict[type, Any] = copy._deepcopy_dispatch  # type: ignore[attr-defined]
     with _LOCK:
+        if not _COPYING:
+            _SAVED.update({kind: dispatch.get(kind) for kind in _COPIERS})
+            dispatch.update(_COPIERS)
         _COPYING.add(me)
-        dispatch[types.FunctionType] = _deepcopy_function
     try:
         yield
     finally:
         with _LOCK:
             _COPYING.discard(me)
             if not _COPYING:
-                dispatch[types.FunctionType] = _ATOMIC
+                for kind, copier in _SAVED.items():
+                    if copier is None:
+                        dispatch.pop(kind, None)
+                    else:
+                        dispatch[kind] = copier
 
 
 def _deepcopy_function(function: types.FunctionType, memo: dict[int, Any]) -> Any:
@@ -143,6 +149,24 @@ def _deepcopy_function(function: types.FunctionType, memo: dict[int, Any]) -> An
     made.__doc__ = function.__doc__
     made.__annotations__ = function.__annotations__
     return made
+
+
+def _deepcopy_wrapper(wrapper: Any, memo: dict[int, Any]) -> Any:
+    """A ``staticmethod`` or ``classmethod`` a module keeps as an attribute (a library exposing a
+    helper so), which ``deepcopy`` refuses: the same kind, around a copy of its function."""
+    if threading.get_ident() not in _COPYING:  # another thread's copy: refused, as deepcopy does
+        return copy._reconstruct(  # type: ignore[attr-defined]
+            wrapper, memo, *wrapper.__reduce_ex__(4)
+        )
+    return type(wrapper)(copy.deepcopy(wrapper.__func__, memo))
+
+
+_COPIERS: Final[dict[type, Any]] = {
+    types.FunctionType: _deepcopy_function,
+    staticmethod: _deepcopy_wrapper,
+    classmethod: _deepcopy_wrapper,
+}
+_SAVED: dict[type, Any] = {}
 
 
 def _cell(old: types.CellType, memo: dict[int, Any]) -> types.CellType:

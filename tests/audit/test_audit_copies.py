@@ -259,3 +259,28 @@ def test_the_attribute_audit_leaves_shared_parameters_as_they_were() -> None:
     [finding] = autoreg.find_unregistered(model)
     assert finding.attribute == "table"
     assert model[0].emb.weight.device.type == "cpu"
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+class _KeepsAStaticMethod(nn.Module):
+    """Keeps a helper wrapped in ``staticmethod`` as an attribute (a rotary library exposes its
+    ``apply_rotary_emb`` so), which ``deepcopy`` refuses; its forward makes a stray."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.rotate = staticmethod(_rotate_half)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[-2]).float()
+        return _rotate_half(self.proj(x)) * positions[:, None]
+
+
+def test_a_static_method_kept_as_an_attribute_does_not_stop_the_audit() -> None:
+    """Before: "audit_forward() cannot deep-copy": the model was not audited, its stray missed."""
+    findings = autoreg.audit_forward(_KeepsAStaticMethod(), torch.randn(3, 4))
+    assert {f.kind for f in findings} == {"device", "dtype"}
