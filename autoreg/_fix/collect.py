@@ -310,8 +310,10 @@ def _stored_by_subclass(cls: type, attribute: str) -> str:
 
 
 def _is_own_class(cls: type) -> bool:
-    """Whether ``cls`` has code in the user's own files."""
-    return any(is_own_code(function.__code__.co_filename) for function in _functions(cls))
+    """Whether ``cls``'s code lives in the user's own files, all of it (a function of the
+    user's set on ``nn.Module`` makes no class of torch's the user's: its subclasses would be
+    every module loaded)."""
+    return _lives_in(cls, is_own_code)
 
 
 def _stores_self(function: types.FunctionType, attribute: str) -> bool:
@@ -400,11 +402,14 @@ def _wrappable(value: object) -> bool:
 
 
 def _classes(cls: type) -> tuple[ClassInfo, ...]:
-    """``cls`` and its bases, torch's, autoreg's and ``object`` left out."""
+    """``cls`` and its bases, torch's, autoreg's and ``object`` left out: ``nn.Module`` by
+    identity (a framework sets functions of its own on it: transformers' ``smart_apply``), the
+    others where all their code lives."""
     return tuple(
         _class_info(klass)
         for klass in cls.__mro__
-        if klass is cls or not (klass is object or _lives_in(klass, is_library))
+        if klass is cls
+        or not (klass is object or klass is nn.Module or _lives_in(klass, is_library))
     )
 
 

@@ -1221,3 +1221,47 @@ def test_a_subclass_of_a_class_made_autoregs_is_autoregs_through_it(
     assert "class Picked(Scaled):" in written
     model = project.load().build()[0]
     assert set(dict(model.named_buffers())) == {"scale", "order"}
+
+
+UNRELATED_SETATTR = """\
+import torch
+from torch import nn
+
+
+class Table(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.ones(3)
+
+    def forward(self, x):
+        return x + self.table
+
+
+class Configurable(nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        for key, value in options.items():
+            setattr(self, key, value)
+
+
+def build():
+    return Table(), (torch.randn(2, 3),)
+"""
+
+
+def _framework_helper(module: torch.nn.Module) -> None:
+    """What a framework sets on nn.Module (transformers sets ``smart_apply`` there)."""
+
+
+def test_a_function_a_framework_sets_on_nn_module_makes_no_user_class_of_it(
+    project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: with a function set on ``nn.Module`` from outside torch, ``nn.Module`` counted as
+    a class of the model's own: every module of the project was read as a subclass of it, and
+    ``Configurable``'s ``setattr`` loop held ``Table.table`` back."""
+    monkeypatch.setattr(torch.nn.Module, "framework_helper", _framework_helper, raising=False)
+    project.write("m", UNRELATED_SETATTR)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert 'self.register_buffer("table", torch.ones(3), persistent=False)' in out, err
+    assert "left for you to edit" not in err
