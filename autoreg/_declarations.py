@@ -49,6 +49,7 @@ __all__ = [
     "NonPersistent",
     "Persistent",
     "Plain",
+    "annotation_globals",
     "buffer_declarations",
     "defining_namespace",
     "own_annotations",
@@ -192,6 +193,16 @@ else:
     def own_annotations(klass: type) -> dict[str, Any]:
         """The annotations ``klass`` itself declares, strings left unevaluated."""
         return inspect.get_annotations(klass)
+
+
+def annotation_globals(klass: type, namespace: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The globals the string annotations of ``klass`` name (``"ar.Persistent"``: ``ar``),
+    looked up where they resolve (``namespace``, else what ``_globals_of`` finds): what a copy
+    of the class made in another process needs to read them (``ClassRecord.__reduce__``)."""
+    if namespace is None:
+        namespace = _globals_of(klass)
+    names = _names_in(own_annotations(klass).values())
+    return {name: namespace[name] for name in sorted(names) if name in namespace}
 
 
 def _resolve(annotation: Any, klass: type, namespace: Mapping[str, Any] | None) -> Any:

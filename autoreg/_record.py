@@ -13,15 +13,14 @@ instance).
 
 from __future__ import annotations
 
-import ast
 import types
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, ForwardRef
+from typing import Any, Final
 
 from torch import nn
 
 from ._config import Mode, check_bool, environment_mode
-from ._declarations import Declaration, own_annotations, read_declarations
+from ._declarations import Declaration, annotation_globals, own_annotations, read_declarations
 from ._errors import ClassDefinitionError, ConfigurationError
 from ._messages.contract import (
     MIXIN_AFTER_MODULE,
@@ -76,6 +75,7 @@ class ClassRecord:
         "setattr_codes",
         "setattr_next",
         "shared",
+        "shipped",
         "slots",
         "snapshot",
         "stated",
@@ -98,6 +98,9 @@ class ClassRecord:
         self.cls = cls
         self.mixin = mixin
         self.namespace = namespace
+        # For a class made again from a pickle: the globals its plain mixins' annotations name,
+        # by mixin (``__reduce__``); their own modules may not be the ones they were written in.
+        self.shipped: Mapping[type, Mapping[str, Any]] = {}
         self.own = own  # the keywords this class statement set itself
         self.persistent: bool
         self.stated: tuple[Mode, str]  # the mode the class statements ask for, and why
@@ -209,7 +212,7 @@ class ClassRecord:
         if klass is self.cls:
             return self.namespace
         record = vars(klass).get("__autoreg__")
-        return record.namespace if isinstance(record, ClassRecord) else None
+        return record.namespace if isinstance(record, ClassRecord) else self.shipped.get(klass)
 
     def finalize(self) -> None:
         """Read the class again, now that the module defining it is done: its annotations
@@ -228,13 +231,13 @@ class ClassRecord:
         string annotations name; the rest is read from the class when its first instance is
         assigned to (``finalize``). Pickling a record alone is no use: it holds the namespaces
         of the class's MRO."""
-        names = {}
-        if self.namespace is not None:
-            for annotation in own_annotations(self.cls).values():
-                for name in _names_in(annotation):
-                    if name in self.namespace:
-                        names[name] = self.namespace[name]
-        return (record_for_copy, (self.cls, self.mixin, dict(self.own), names))
+        names = annotation_globals(self.cls, self.namespace)
+        mixins = {
+            klass: annotation_globals(klass, self.globals_of(klass))
+            for klass in self.cls.__mro__[1:]
+            if _declares(klass) and not isinstance(vars(klass).get("__autoreg__"), ClassRecord)
+        }  # plain mixins: autoreg saw no class statement of theirs
+        return (record_for_copy, (self.cls, self.mixin, dict(self.own), names, mixins))
 
     def persistence(self, declaration: Declaration | None) -> bool:
         if declaration is Declaration.PERSISTENT:
@@ -245,25 +248,18 @@ class ClassRecord:
 
 
 def record_for_copy(
-    cls: type, mixin: type, own: dict[str, bool], names: dict[str, Any]
+    cls: type,
+    mixin: type,
+    own: dict[str, bool],
+    names: dict[str, Any],
+    mixins: dict[type, dict[str, Any]],
 ) -> ClassRecord:
     """The record of ``cls``, made again by pickle while its namespace is not there yet (see
     ``ClassRecord.__reduce__``): not final, so that it reads the class at its first instance.
     Pickles name it: it keeps this name and place."""
-    return ClassRecord(cls, mixin, own, None, names)
-
-
-def _names_in(annotation: Any) -> set[str]:
-    """The global names a string annotation reads (``"ar.Persistent"``: ``ar``)."""
-    if isinstance(annotation, ForwardRef):
-        annotation = annotation.__forward_arg__
-    if not isinstance(annotation, str):
-        return set()
-    try:
-        tree = ast.parse(annotation, mode="eval")
-    except SyntaxError:
-        return set()
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    record = ClassRecord(cls, mixin, own, None, names)
+    record.shipped = mixins
+    return record
 
 
 def read_setattr_codes(classes: Iterable[type]) -> dict[int, types.CodeType]:

@@ -110,3 +110,36 @@ def test_an_instance_of_a_class_pickled_by_value_keeps_what_it_holds(tmp_path: P
         "keys": ["lin.bias", "lin.weight", "mask"],
         "dtypes": {"mask": "torch.float64", "scale": "torch.float64", "last": "torch.float64"},
     }
+
+
+def _with_a_plain_mixin() -> type[nn.Module]:
+    """A class whose roles a plain mixin declares, under string annotations."""
+
+    class RunningStats:
+        running: autoreg.Persistent
+        last: autoreg.NonPersistent
+
+    class Stats(RunningStats, autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.mask = torch.ones(3)
+            self.scale = torch.ones(3)
+            self.running = torch.zeros(3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.last = x.sum()
+            return self.lin(x) * self.mask * self.scale + self.running
+
+    return Stats
+
+
+def test_the_declarations_of_a_plain_mixin_pickled_by_value_come_with_it(tmp_path: Path) -> None:
+    """Before: the mixin's annotations were read in the loading process against a module that
+    is not the one they were written in: ``running: autoreg.Persistent`` declared nothing, and
+    ``running`` was missing from ``state_dict()``."""
+    assert _loaded_elsewhere(_with_a_plain_mixin(), tmp_path) == {
+        "buffers": ["mask", "running", "scale"],
+        "keys": ["lin.bias", "lin.weight", "running"],
+        "dtypes": {"mask": "torch.float64", "scale": "torch.float64", "last": "torch.float64"},
+    }
