@@ -216,15 +216,18 @@ def reference(
     def fits(tensor: torch.Tensor) -> bool:
         return follows(tensor) and dtype in (None, tensor.dtype)
 
-    wanted = {id(t) for t in candidates}
+    # The operation's tensors, then what they are views of (``self.table.reshape(...)``)
+    operands = {id(t) for t in candidates}
+    viewed = {id(t._base) for t in candidates if t._base is not None}
     named = [(name, t) for name, t in site.refs if fits(t)]
     members = [(f"self{_python(name)}", t) for name, t in _named_state(site.owner) if fits(t)]
     for alike in (True, False):
         for group in (named, members):  # a local of that code first, then its module's state
             group = [(n, t) for n, t in group if not alike or t.is_floating_point() == floating]
-            for name, tensor in group:
-                if id(tensor) in wanted:
-                    return name
+            for wanted in (operands, viewed):
+                for name, tensor in group:
+                    if id(tensor) in wanted:
+                        return name
             if group:
                 return group[0][0]
     return ""

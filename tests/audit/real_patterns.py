@@ -911,3 +911,29 @@ class NormedBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.norm(x))
+
+
+# --- a preconditioner rounding a noise level to its table, in float32 on purpose (edm's) ---------
+
+
+class RoundedNoise(nn.Module):
+    """The noise level, cast to float32 on purpose before a helper rounds it, meets a view of the
+    model's table in ``cdist``; the module also holds a layer whose weight that line never
+    touches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(1, 4)
+        self.register_buffer("levels", torch.linspace(0.0, 4.0, 9))
+
+    def forward(self, sigma: torch.Tensor) -> torch.Tensor:
+        sigma = sigma.to(torch.float32)
+        return self.embed(self.levels[self.nearest(sigma)].reshape(-1, 1))
+
+    def nearest(self, sigma: torch.Tensor) -> torch.Tensor:
+        sigma = torch.as_tensor(sigma)
+        near = torch.cdist(
+            sigma.to(self.levels.device).to(torch.float32).reshape(1, -1, 1),  # stray: dtype
+            self.levels.reshape(1, -1, 1),
+        )
+        return near.argmin(2).flatten()

@@ -457,3 +457,12 @@ def test_a_cast_on_purpose_that_an_operation_refuses_offers_both_ways_out() -> N
         "refuses the mix: cast those to float32 there too (a norm's weight and bias), or cast it "
         "back first, .type_as(x)"
     )
+
+
+def test_a_fix_names_the_tensor_the_operation_meets_even_through_a_view() -> None:
+    """``cdist`` meets a view of ``self.levels``; the fix named ``self.embed.weight``, a weight
+    the line never touches (on edm's preconditioners, ``self.model.map_layer0.weight``)."""
+    findings = autoreg.audit_forward(rp.RoundedNoise(), torch.tensor([0.3, 2.2]))
+    assert found(findings) == marked(rp.RoundedNoise)
+    assert "self.levels" in findings[0].fix
+    assert "embed" not in findings[0].fix
