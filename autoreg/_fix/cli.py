@@ -107,12 +107,24 @@ def run(args: argparse.Namespace) -> int:
     print(FIX_WROTE.format(files=names), file=sys.stderr)
     status, built = _reaudit(analyses, args.low_precision)
     if not built:  # every target was built here before the rewrite: the rewrite broke it
-        for filename, (source, _) in rewrites.items():
-            Path(filename).write_bytes(source)
-        print(FIX_PUT_BACK.format(files=names), file=sys.stderr)
+        # Put back only what still holds the rewrite: a file changed since is someone's edit.
+        back = [f for f, (_, result) in rewrites.items() if _holds(f, result.code)]
+        for filename in back:
+            Path(filename).write_bytes(rewrites[filename][0])
+        if back:
+            shown = ", ".join(_short(name) for name in back)
+            print(FIX_PUT_BACK.format(files=shown), file=sys.stderr)
         return EXIT_FINDINGS
     hand_left = bool(plan.hand) or any(a.not_audited for a in analyses)
     return max(status, EXIT_FINDINGS if hand_left else EXIT_CLEAN)
+
+
+def _holds(filename: str, code: bytes) -> bool:
+    """Whether ``filename`` still holds ``code``, as ``fix`` wrote it."""
+    try:
+        return Path(filename).read_bytes() == code
+    except OSError:
+        return False
 
 
 def _write(rewrites: dict[str, tuple[bytes, Rewrite]], plan: Plan) -> None:

@@ -264,3 +264,34 @@ def test_a_rewrite_the_model_cannot_be_built_from_is_put_back(
     assert "a class order Python refuses" in err
     assert f"autoreg fix: put back as it was: {project.name}/m.py." in err
     assert path.read_bytes() == before
+
+
+def test_a_file_changed_since_it_was_written_is_not_put_back(
+    project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, when the file no longer holds what fix wrote (an editor saved it meanwhile):
+    it is someone's edit, and stays."""
+    from autoreg._fix import cli, codemod
+
+    real_rewrite = codemod.rewrite
+    path = project.write(
+        "m",
+        CLEAN.replace("self.proj = nn.Linear(3, 3)", "self.scale = torch.ones(3)").replace(
+            "self.proj(x)", "x * self.scale"
+        ),
+    )
+
+    def rewrite(source: bytes, filename: str, edits: object) -> codemod.Rewrite:
+        result = real_rewrite(source, filename, edits)  # type: ignore[arg-type]
+        return codemod.Rewrite(result.code + b"# written\n", result.encoding, result.made, [])
+
+    def reaudit(analyses: object, low: str) -> tuple[int, bool]:
+        path.write_text(path.read_text() + "# saved by an editor\n")
+        return 1, False
+
+    monkeypatch.setattr(codemod, "rewrite", rewrite)
+    monkeypatch.setattr(cli, "_reaudit", reaudit)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert "put back" not in err
+    assert path.read_text().endswith("# written\n# saved by an editor\n")
