@@ -190,11 +190,39 @@ def _has_contents(cell: types.CellType) -> bool:
 
 
 def _deep(value: Any, memo: dict[int, Any]) -> Any:
-    """``value`` deep-copied through ``memo``; itself where it cannot be (a lock, a file)."""
+    """``value`` deep-copied through ``memo``. Where that fails (a lock, a file inside), what
+    the failed copy left in ``memo`` (half-built copies) is taken out, and a dict, list, tuple
+    or plain object is made again around what of it can be copied, the rest shared: a layer of
+    the model it holds is the copy's still."""
+    before = set(memo)
+    kept = len(memo.get(id(memo), ()))
     try:
         return copy.deepcopy(value, memo)
-    except Exception:  # noqa: BLE001 - shared, as deepcopy shares the function itself
-        return value
+    except Exception:  # noqa: BLE001 - copied piece by piece below
+        for key in set(memo) - before:
+            del memo[key]
+        if id(memo) in memo:
+            del memo[id(memo)][kept:]
+    if type(value) in (dict, list, tuple):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        made: Any = {} if isinstance(value, dict) else [None] * len(value)
+        if not isinstance(value, tuple):
+            memo[id(value)] = made
+            _keep_alive(value, memo)
+        for key, item in items:
+            made[key] = _deep(item, memo)
+        return tuple(made) if isinstance(value, tuple) else made
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is dict and not isinstance(value, (type, types.ModuleType, nn.Module)):
+        try:
+            made = copy.copy(value)
+        except Exception:  # noqa: BLE001 - shared, as deepcopy shares what it cannot copy
+            return value
+        memo[id(value)] = made
+        _keep_alive(value, memo)
+        made.__dict__.update({key: _deep(item, memo) for key, item in fields.items()})
+        return made
+    return value
 
 
 def _keep_alive(value: object, memo: dict[int, Any]) -> None:

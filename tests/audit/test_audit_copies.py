@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -284,3 +285,45 @@ def test_a_static_method_kept_as_an_attribute_does_not_stop_the_audit() -> None:
     """Before: "audit_forward() cannot deep-copy": the model was not audited, its stray missed."""
     findings = autoreg.audit_forward(_KeepsAStaticMethod(), torch.randn(3, 4))
     assert {f.kind for f in findings} == {"device", "dtype"}
+
+
+_LOCK = threading.Lock()  # what deepcopy refuses
+
+
+class _Holder:
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+        self.lock = threading.Lock()
+
+
+class _ReachesThroughUncopyable(nn.Module):
+    """Functions whose closures reach the module's own layer through a container or an object
+    that also holds something ``deepcopy`` refuses (a lock), twice."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__()
+        self.mlp = nn.Linear(4, 4)
+        if holder == "dict":
+            stuff: Any = {"lock": _LOCK, "mod": self.mlp}
+            self.f = lambda x: stuff["mod"](x)
+            self.g = lambda x: stuff["mod"](x)
+        else:
+            held = _Holder(self.mlp)
+            self.f = lambda x: held.module(x)
+            self.g = lambda x: held.module(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.g(self.f(x))
+
+
+@pytest.mark.parametrize("holder", ["dict", "object"])
+def test_a_closure_that_holds_something_uncopyable_beside_a_layer_reaches_the_copys_layer(
+    holder: str,
+) -> None:
+    """Before: the failed copy of the holder left its half-built copy in the memo, which the
+    second function then reached ("KeyError: 'mod'" reported as raising "without the audit too");
+    and a holder that could not be copied was shared, so the function ran the original's layer
+    (false findings)."""
+    model = _ReachesThroughUncopyable(holder)
+    assert autoreg.audit_forward(model, torch.randn(2, 4)) == []
+    assert model.mlp.weight.dtype == torch.float32
