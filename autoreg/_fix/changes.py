@@ -72,7 +72,7 @@ from .source import (
     self_name_of,
     super_init,
 )
-from .stores import Store, construction_methods, other_value, stores_of, value_kind
+from .stores import Callees, Store, construction_methods, other_value, stores_of, value_kind
 
 __all__ = ["Changes"]
 
@@ -432,27 +432,85 @@ def _other(
     cls: cst.ClassDef,
 ) -> tuple[cst.BaseExpression, str | None] | None:
     """What the source shows ``store`` may store, in another configuration, that ``takes`` lacks
-    (``other_value``, reading the functions of the file ``store`` calls: those of ``index`` and
-    the methods of ``cls``); None for a store of several names (``self.x, y = ...``), whose value
-    is what is unpacked, not what ``self.x`` stores."""
+    (``other_value``, reading the functions of the file ``store`` calls: ``_callees``); None for
+    a store of several names (``self.x, y = ...``), whose value is what is unpacked, not what
+    ``self.x`` stores."""
     if store.value is None or store.form == "several":
         return None
-    functions = {n.name.value: n for n in index.module.body if isinstance(n, cst.FunctionDef)}
-    methods = {n.name.value: n for n in cls.body.body if isinstance(n, cst.FunctionDef)}
-
-    def callee(call: cst.Call) -> tuple[cst.FunctionDef, str] | None:
-        func = call.func
-        if isinstance(func, cst.Name) and func.value in functions:
-            return functions[func.value], ""
-        if m.matches(func, m.Attribute(value=m.Name(store.self_name), attr=m.Name())):
-            method = methods.get(func.attr.value)  # type: ignore[attr-defined]
-            if method is not None:
-                return method, self_name_of(method) or ""
-        return None
-
+    callees = _callees(index, cls, store)
     return other_value(
-        store.value, store.method, store.self_name, attribute, torch_names, takes, callee
+        store.value, store.method, store.self_name, attribute, torch_names, takes, callees
     )
+
+
+def _callees(index: Index, cls: cst.ClassDef, store: Store) -> Callees:
+    """The functions of the file a call in ``store`` may run: for ``name(...)``, a function
+    nested in the method, else a module-level ``def``; for ``self.name(...)``, the method of
+    that name in ``cls``, in the classes of the file it derives from, and in those of the file
+    that derive from it (an override, as ``D2.scale`` returning ``0.5``); for
+    ``Cls.name(...)``, a class of the file's method (a ``staticmethod``). Classes are matched
+    by name in the file: reading more can only list more."""
+    module = index.module
+    functions = {n.name.value: n for n in module.body if isinstance(n, cst.FunctionDef)}
+    classes: dict[str, list[cst.ClassDef]] = {}
+    for found in m.findall(module, m.ClassDef()):
+        assert isinstance(found, cst.ClassDef)
+        classes.setdefault(found.name.value, []).append(found)
+
+    def bases(node: cst.ClassDef) -> set[str]:
+        return {dotted(arg.value).rpartition(".")[2] for arg in node.bases}
+
+    def family(node: cst.ClassDef) -> list[cst.ClassDef]:
+        """``node``, the file's classes it derives from, and those deriving from it."""
+        found, names = [node], {node.name.value}
+        todo = list(bases(node))
+        while todo:  # its bases
+            name = todo.pop()
+            for base in classes.get(name, []):
+                if base not in found:
+                    found.append(base)
+                    todo.extend(bases(base))
+        grown = True
+        while grown:  # its subclasses
+            grown = False
+            for nodes in classes.values():
+                for other in nodes:
+                    if other not in found and bases(other) & names:
+                        found.append(other)
+                        names.add(other.name.value)
+                        grown = True
+        return found
+
+    def methods(owners: list[cst.ClassDef], name: str) -> list[tuple[cst.FunctionDef, str]]:
+        return [
+            (node, self_name_of(node) or "")
+            for owner in owners
+            for node in owner.body.body
+            if isinstance(node, cst.FunctionDef) and node.name.value == name
+        ]
+
+    def callee(call: cst.Call) -> list[tuple[cst.FunctionDef, str]]:
+        func = call.func
+        if isinstance(func, cst.Name):
+            nested = [
+                n
+                for n in m.findall(store.method, m.FunctionDef(name=m.Name(func.value)))
+                if n is not store.method
+            ]
+            if nested:
+                return [(n, "") for n in nested if isinstance(n, cst.FunctionDef)]
+            if func.value in functions:
+                return [(functions[func.value], "")]
+            return []
+        if m.matches(func, m.Attribute(value=m.Name(), attr=m.Name())):
+            owner = func.value.value  # type: ignore[attr-defined]
+            name = func.attr.value  # type: ignore[attr-defined]
+            if owner == store.self_name:
+                return methods(family(cls), name)
+            return methods([c for node in classes.get(owner, []) for c in family(node)], name)
+        return []
+
+    return callee
 
 
 def _another(value: cst.BaseExpression, parameter: str | None) -> str:

@@ -422,10 +422,9 @@ def value_kind(
     return None
 
 
-# The function of the file a call runs, if the source says, and its ``self`` ("" for a function
-# outside a class): a module-level ``def`` for ``name(...)``, a method of the class for
-# ``self.name(...)``.
-Callees: TypeAlias = Callable[[cst.Call], tuple[cst.FunctionDef, str] | None]
+# The functions of the file a call may run, as the source says, each with its ``self`` (""
+# for a function outside a class); none where the source does not say (``changes._callees``).
+Callees: TypeAlias = Callable[[cst.Call], list[tuple[cst.FunctionDef, str]]]
 
 
 def other_value(
@@ -487,18 +486,17 @@ def other_value(
 
     def returned(call: cst.Call) -> _Other:
         """What a function of the file that ``call`` runs may return outside ``takes``."""
-        found_callee = callees(call) if callees is not None else None
-        if found_callee is None or id(found_callee[0]) in _calling:  # unknown, or recursion
-            return None  # trusted
-        callee, inner = found_callee
-        for result in _returns(callee):
-            found = other_value(
-                result, callee, inner, attribute, torch_names, takes, callees,
-                _calling | {id(callee)},
-            )  # fmt: skip
-            if found is not None:
-                return found[0], None
-        return None
+        for callee, inner in callees(call) if callees is not None else []:
+            if id(callee) in _calling:  # recursion: what it returns is read already
+                continue
+            for result in _returns(callee):
+                found = other_value(
+                    result, callee, inner, attribute, torch_names, takes, callees,
+                    _calling | {id(callee)},
+                )  # fmt: skip
+                if found is not None:
+                    return found[0], None
+        return None  # none of the file's, or none of theirs may: trusted
 
     def name(variable: str, names: tuple[str, ...]) -> _Other:
         """A parameter's default, then every value the method binds to the name."""

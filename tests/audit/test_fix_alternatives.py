@@ -297,6 +297,60 @@ def build_lossy():
     return Lossy(), (torch.randn(3, 4), torch.tensor([0, 1, 2]))
 """
 
+CALLS_ELSEWHERE = """\
+import torch
+from torch import nn
+
+
+class Nested(nn.Module):
+    def __init__(self, n=4, on=True):
+        super().__init__()
+
+        def make():
+            if on:
+                return torch.ones(n)
+            return 0.0
+
+        self.s = make()
+
+    def forward(self, x):
+        return x + self.s
+
+
+class Scaled(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.s = self.scale(n)
+
+    def scale(self, n):
+        return torch.ones(n)
+
+    def forward(self, x):
+        return x + self.s
+
+
+class HalfScaled(Scaled):
+    def scale(self, n):
+        return 0.5
+
+
+class Static(nn.Module):
+    def __init__(self, n=4, on=True):
+        super().__init__()
+        self.s = Static.make(n, on)
+
+    @staticmethod
+    def make(n, on):
+        return torch.ones(n) if on else 0.0
+
+    def forward(self, x):
+        return x + self.s
+
+
+def build():
+    return MODEL(), (torch.randn(2, 4),)
+"""
+
 LEARNED_ON_REQUEST = """\
 import torch
 from torch import nn
@@ -463,6 +517,30 @@ LISTED = [
         "0.0",
         [],
         id="a-method-that-may-return-a-float",
+    ),
+    pytest.param(
+        CALLS_ELSEWHERE.replace("MODEL", "Nested"),
+        "self.s = make()",
+        "Nested.s",
+        "0.0",
+        [],
+        id="a-function-nested-in-the-method",
+    ),
+    pytest.param(
+        CALLS_ELSEWHERE.replace("MODEL", "Scaled"),
+        "self.s = self.scale(n)",
+        "Scaled.s",
+        "0.5",
+        [],
+        id="a-method-a-subclass-overrides",
+    ),
+    pytest.param(
+        CALLS_ELSEWHERE.replace("MODEL", "Static"),
+        "self.s = Static.make(n, on)",
+        "Static.s",
+        "0.0",
+        [],
+        id="a-static-method-called-through-the-class",
     ),
     pytest.param(
         LOOSE_CHECKS,
