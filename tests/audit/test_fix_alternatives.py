@@ -286,15 +286,7 @@ class Lossy(nn.Module):
 
 
 def build():
-    return nn.Sequential(), ()
-
-
-def build_scaled():
-    return Scaled(), (torch.randn(2, 4),)
-
-
-def build_lossy():
-    return Lossy(), (torch.randn(3, 4), torch.tensor([0, 1, 2]))
+    return BUILT
 """
 
 CALLS_ELSEWHERE = """\
@@ -499,9 +491,7 @@ LISTED = [
         id="a-check-against-a-tuple-of-types",
     ),
     pytest.param(
-        FUNCTION_MAY_RETURN_A_FLOAT.replace("def build():", "def unused():").replace(
-            "def build_scaled():", "def build():"
-        ),
+        FUNCTION_MAY_RETURN_A_FLOAT.replace("BUILT", "Scaled(), (torch.randn(2, 4),)"),
         "self.scale = scale_for(n)",
         "Scaled.scale",
         "1.0",
@@ -509,8 +499,8 @@ LISTED = [
         id="a-project-function-that-may-return-a-float",
     ),
     pytest.param(
-        FUNCTION_MAY_RETURN_A_FLOAT.replace("def build():", "def unused():").replace(
-            "def build_lossy():", "def build():"
+        FUNCTION_MAY_RETURN_A_FLOAT.replace(
+            "BUILT", "Lossy(), (torch.randn(3, 4), torch.tensor([0, 1, 2]))"
         ),
         "self.last_loss = self._loss(logits, targets)",
         "Lossy.last_loss",
