@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import threading
 import types
 from collections.abc import Iterator
@@ -194,12 +195,14 @@ def _deep(value: Any, memo: dict[int, Any]) -> Any:
     the failed copy left in ``memo`` (half-built copies) is taken out, and a dict, list, tuple
     or plain object is made again around what of it can be copied, the rest shared: a layer of
     the model it holds is the copy's still."""
-    before = set(memo)
+    # deepcopy only adds to memo, in order: what a failed copy added is its last entries (read
+    # from the end: the cost follows the failed copy, not the model copied so far).
+    size = len(memo)
     kept = len(memo.get(id(memo), ()))
     try:
         return copy.deepcopy(value, memo)
     except Exception:  # noqa: BLE001 - copied piece by piece below
-        for key in set(memo) - before:
+        for key in list(itertools.islice(reversed(memo), max(len(memo) - size, 0))):
             del memo[key]
         if id(memo) in memo:
             del memo[id(memo)][kept:]
