@@ -84,6 +84,7 @@ from ._state import (
     SUPER_INIT,
     UNLISTED,
     role_key,
+    role_name,
 )
 
 __all__ = ["AutoRegisterMixin", "Module"]
@@ -227,7 +228,13 @@ class AutoRegisterMixin(_MixinBase):
         super().__delattr__(name)
         d = self.__dict__
         key = type(self).__autoreg__.role_keys.get(name) or role_key(name)
-        d.pop(key, None)  # a name deleted is a new name
+        # A name deleted is a new name: its role is None, as a missing one reads. The key is
+        # kept: inside a compiled forward, dynamo replays this method after the graph and then
+        # its own record of a key removed, which raised KeyError, and this method cannot ask
+        # whether it is compiled (the call breaks the graph, and dynamo recursed). Copies and
+        # pickles drop it (__getstate__).
+        if d.get(key) is not None:
+            d[key] = None
         carrying = d.get(CARRYING)
         # UNLISTED: the list is made again from the roles; a name leaves a list by a new one,
         # which a copy that holds the old one does not see (_state)
@@ -244,6 +251,8 @@ class AutoRegisterMixin(_MixinBase):
             del state[SUPER_INIT]
         if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED
             state[CARRYING] = dict(listed(self))
+        for key in [k for k, v in state.items() if v is None and role_name(k) is not None]:
+            del state[key]  # the role of a name deleted (__delattr__)
         state[PICKLED] = True
         return state
 

@@ -555,6 +555,57 @@ def test_a_state_reset_to_none_between_compiled_calls_recompiles_nothing(
     assert auto.double().h.dtype == torch.float64  # carried again, as before the reset
 
 
+def _dropping_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    if hasattr(self, "h"):
+        del self.h  # a cache reset inside the compiled forward
+    return self.lin(x)
+
+
+class AutoDropping(autoreg.Module):
+    forward = _dropping_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+
+class TwinDropping(nn.Module):
+    forward = _dropping_forward
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+
+@BACKENDS
+@pytest.mark.parametrize("held", ["tensor", "list"])
+def test_a_carried_name_deleted_in_a_compiled_forward_is_gone_as_on_the_twin(
+    backend: str, held: str
+) -> None:
+    """``del self.h`` of a carried value inside a compiled forward: gone, in as many frames as
+    the twin's; stored again, it is carried again. It raised ``KeyError: '_autoreg_role_h'``
+    (dynamo replayed the removal of the name's role from the ``__dict__``)."""
+
+    def run(cls: Callable[[], nn.Module]) -> tuple[int, bool]:
+        torch._dynamo.reset()
+        module = cls()
+        counter = CompileCounterWithBackend(backend)
+        compiled = torch.compile(module, backend=counter)
+        for _ in range(3):
+            module.h = torch.ones(3) if held == "tensor" else [torch.ones(3)]
+            compiled(torch.ones(2, 3))
+        return int(counter.frame_count), hasattr(module, "h")
+
+    assert run(AutoDropping) == run(TwinDropping)
+    module = AutoDropping()
+    compiled = torch.compile(module, backend=backend)
+    module.h = torch.ones(3)
+    compiled(torch.ones(2, 3))
+    module.h = torch.ones(3)  # stored again after the compiled deletion: carried again
+    assert module.double().h.dtype == torch.float64
+    assert "h" not in module.state_dict()
+
+
 def _new_name_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     self.h = self.lin(x).detach()  # a name first carried inside the compiled forward
     return self.h * 2
