@@ -14,6 +14,8 @@ which ``Calls``, a ``TorchFunctionMode``, sees before the operation runs:
   forward that moves its table when the devices differ moves it here too. A copy of it
   (``torch.device(x.device)``, ``str(x.device)``) is the model's device as well; code that
   writes ``"cpu:0"`` itself, which nothing else here makes, is taken for it too.
+- ``module.to(x)`` moves the module's tensors to x's device, which ``nn.Module.to`` reads in C
+  (``_parse_to``), not through ``x.device``: the model's device where x follows the model.
 - ``.to(...)``, ``.type_as(t)``, ``.cuda()`` and ``.cpu()`` move a tensor to or from the model's
   device: where the CPU returns the tensor itself, the audit makes the copy a GPU would.
   ``.numpy()`` of a tensor on the model's device, which CUDA refuses, is told to ``on_numpy``.
@@ -50,6 +52,8 @@ __all__ = ["MODEL_DEVICE", "Call", "Calls"]
 MODEL_DEVICE: Final = torch.device("cpu", 0)
 
 _DEVICE: Final = torch.Tensor.device.__get__
+# How nn.Module.to reads its arguments: .to(x) takes x's device, read in C, not through x.device.
+_PARSE_TO: Final = torch._C._nn._parse_to
 _AUTOGRAD: Final = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 _MOVES: Final = frozenset(
     {torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda, torch.Tensor.type, torch.Tensor.type_as}
@@ -134,6 +138,8 @@ class Calls(TorchFunctionMode):
             if device.type == "cpu" and self.tags.follows(args[0]):
                 return MODEL_DEVICE
             return device
+        if func is _PARSE_TO:
+            return self._parse_to(args, kwargs)
         numpy = func is torch.Tensor.numpy and args[0].device.type == "cpu"
         if numpy and self.tags.follows(args[0]):
             self.on_numpy(args[0])
@@ -195,6 +201,15 @@ class Calls(TorchFunctionMode):
                 target, device, attribute = self._device(first)
                 return func, (args[0], device, *args[2:]), kwargs, target, attribute
         return func, args, kwargs, None, ""
+
+    def _parse_to(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``module.to(x)``: x's device, the model's where x follows the model (as ``x.device``
+        is), for the ``tensor.to(device, dtype)`` of each of the module's tensors."""
+        device, *rest = _PARSE_TO(*args, **kwargs)
+        follows = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
+        if follows and device is not None and device.type == "cpu":
+            device = MODEL_DEVICE
+        return (device, *rest)
 
     def _device(self, value: Any) -> tuple[bool | None, Any, str]:
         """``(target, device to run on, attribute)`` for a device the code gave a call."""

@@ -189,6 +189,22 @@ def test_a_to_of_the_class_own_that_takes_one_argument_is_honoured() -> None:
     assert [(f.kind, f.attribute) for f in findings] == [("device", "scale")]
 
 
+class MovedHeads(Base):
+    """A module made in forward and moved by nn.Module.to(tensor), which takes that tensor's
+    device and dtype: the model's for x, the default device for a tensor made without one."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = nn.Linear(DIM, DIM).to(x)(self.linear(x))
+        y = nn.Linear(DIM, DIM).to(tensor=x)(y)
+        return nn.Linear(DIM, DIM).to(torch.ones(1))(y)
+
+
+def test_a_module_moved_to_a_tensor_goes_to_that_tensors_device() -> None:
+    findings = autoreg.audit_forward(MovedHeads(), torch.ones(2, DIM), low_precision=None)
+    line = line_of(MovedHeads, ".to(torch.ones(1))")
+    assert [(f.kind, f.lineno) for f in findings] == [("device", line)]
+
+
 class Energy(Base):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         energy = self.linear(x).sum()
