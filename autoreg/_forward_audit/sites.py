@@ -24,7 +24,7 @@ from .._audit import Finding
 from .._frames import is_library, torch_module
 from .finding import ModeName
 
-__all__ = ["ByTensor", "Lines", "Site", "call", "merged", "user_line"]
+__all__ = ["ByTensor", "Lines", "Site", "call", "merged", "untyped", "user_line"]
 
 _V = TypeVar("_V")
 MAX_SITES: Final = 8  # the sites one tensor remembers: a tensor mixed from more is rare
@@ -76,6 +76,17 @@ def merged(groups: Iterable[tuple[Site, ...] | None]) -> tuple[Site, ...] | None
         for site in group or ():
             found.setdefault((*site.key, site.dtype, site.island), site)
     return tuple(found.values())[:MAX_SITES] or None
+
+
+def untyped(sites: tuple[Site, ...]) -> tuple[Site, ...]:
+    """``sites`` for a tensor that is not floating: where it came from, without the floating
+    dtype made there (a float draw compared into a bool mask gives no float its dtype)."""
+    return tuple(
+        dataclasses.replace(site, dtype=None)
+        if site.dtype is not None and (site.dtype.is_floating_point or site.dtype.is_complex)
+        else site
+        for site in sites
+    )
 
 
 class ByTensor(Generic[_V]):

@@ -5,7 +5,9 @@ parameters, buffers and carried state, the inputs (the caller moves them with th
 what operations compute from them or make with ``device=`` one of theirs. Any other tensor stays
 on the default device when the model moves: made by a factory without ``device=``, lifted from
 data, copied back with ``.cpu()``, or made before ``forward`` (a global, a closure's, a config's,
-a plain attribute ``.to()`` left behind). Its ``Site``s say where it came from (``sites``).
+a plain attribute ``.to()`` left behind). Its ``Site``s say where it came from (``sites``); an
+integer or bool tensor's say where, but not the floating dtype made there: ``rand(n) < p`` and
+``noise.argsort()`` give no float the draw's dtype.
 
 On the CPU both kinds live on the same device, so the pass keeps the fact beside each tensor, by
 its storage: views, ``.data``, ``detach()`` and ``nn.Parameter(t)`` share their base's storage,
@@ -21,7 +23,7 @@ from typing import Final
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .sites import Site
+from .sites import Site, untyped
 
 __all__ = ["Tag", "Tags", "storage_key"]
 
@@ -55,6 +57,10 @@ class Tags:
         return storage_key(tensor) in self._map
 
     def set(self, tensor: torch.Tensor, tag: Tag) -> None:
+        if not (tensor.is_floating_point() or tensor.is_complex()):
+            # An integer or bool tensor (a comparison, argsort's indices) keeps where it came
+            # from, not the floating dtype made there, which none of its values has.
+            tag = Tag(tag.model, untyped(tag.sites))
         self._map[storage_key(tensor)] = tag
 
     def model(self, tensor: torch.Tensor) -> None:

@@ -630,6 +630,66 @@ def sequence_batch() -> tuple[torch.Tensor]:
     return (torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(0)),)
 
 
+# --- random draws that only become a mask or an order: label dropout, token shuffling -------------
+
+
+class DroppedLabels(nn.Module):
+    """Class labels dropped at random for classifier-free guidance (as diffusion transformers
+    write it): a float32 draw compared into a bool mask, which picks the labels looked up in a
+    table, then sdpa. No floating value has the draw's dtype: not a dtype stray, and sdpa's
+    float32 log-sum-exp, which its backward takes, is torch's."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, classes: int = 10) -> None:
+        super().__init__()
+        self.heads = heads
+        self.classes = classes
+        self.labels = nn.Embedding(classes + 1, dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        drop = torch.rand(labels.shape[0], device=labels.device) < 0.1
+        labels = torch.where(drop, self.classes, labels)
+        x = x + self.labels(labels)[:, None]
+        qkv = self.qkv(x).view(batch, length, 3, self.heads, dim // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def labelled_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(2, 8, 16, generator=generator), torch.tensor([3, 7])
+
+
+def labelled_step(model: DroppedLabels, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    loss = model(x, labels).square().mean()
+    loss.backward()
+    return loss
+
+
+class ShuffledTokens(nn.Module):
+    """Tokens shuffled and kept at random (as masked autoencoders write it): noise drawn per
+    token only orders them (``argsort``, ``topk``'s indices), a keep mask drawn without
+    ``device=`` is a bool, and a loss mask of ones is made without ``dtype=``. The mask of ones
+    promotes the bfloat16 loss; the keep mask stays on the default device; the noise's dtype
+    reaches no floating value."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        noise = torch.rand(batch, length, device=x.device)
+        order = noise.argsort(dim=1)
+        kept = noise.topk(length // 2, dim=1).indices
+        keep = torch.rand(batch, length // 2) < 0.9  # stray: device
+        mask = torch.ones(batch, length, device=x.device)  # stray: dtype
+        mask = torch.gather(mask, 1, order)[:, : length // 2]
+        h = torch.gather(self.proj(x), 1, kept[..., None].expand(-1, -1, dim))
+        return (h.square().mean(-1) * mask * keep).mean()
+
+
 # --- a selective scan: float32 on purpose and a state made without dtype= -------------------------
 
 

@@ -190,6 +190,25 @@ def test_a_dtype_an_operation_chose_is_torchs_not_the_index_it_was_computed_with
     assert findings == []
 
 
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_a_float_draw_that_only_becomes_a_bool_mask_gives_no_float_its_dtype(mode: str) -> None:
+    """A ``torch.rand(...) < p`` label dropout before sdpa: the draw's float32 was carried
+    through the bool mask and the labels it picked to the embedding's output, and sdpa's
+    float32 log-sum-exp, taken by its backward, was reported as a dtype stray made by the
+    draw (DiT's training step). Only a floating result can have a floating dtype of the code."""
+    model = rp.DroppedLabels()
+    findings = autoreg.audit_forward(model, *rp.labelled_batch(), step=rp.labelled_step, mode=mode)
+    assert findings == []
+
+
+def test_noise_only_sorted_into_indices_is_not_the_stray_of_what_they_gather() -> None:
+    """MAE's shuffle: the float32 noise, only argsorted (and its ``topk`` indices kept), was
+    reported beside the float32 mask that the order gathers. Its dtype reaches no floating
+    value; a bool mask drawn without ``device=`` is still a device stray."""
+    findings = autoreg.audit_forward(rp.ShuffledTokens(), torch.randn(2, 8, 4))
+    assert found(findings) == marked(rp.ShuffledTokens)
+
+
 def test_every_cause_of_a_dtype_stray_is_listed_in_one_run() -> None:
     """The state made without ``dtype=`` promotes the update and is reported; the pass goes on
     as if it were fixed, so the float32 decay, which then makes the output projection raise, is
