@@ -119,8 +119,10 @@ FIX_IN_OBJECT: Final = (
 )
 
 FIX_NUMPY: Final = (
-    "a numpy array, which .to() never moves: if forward reads it, make it a tensor "
-    "(torch.as_tensor) kept as a buffer, and use that; if not (a file header), leave it"
+    "a numpy array, which .to() never moves: if forward computes with the array, make it a "
+    "tensor (torch.as_tensor) kept as a buffer, and use that; if forward only takes numbers "
+    "out of it (a schedule read per step, which a buffer's .half() would round) or never "
+    "reads it (a file header), leave it"
 )
 
 FIX_OWN_TO: Final = (

@@ -72,6 +72,8 @@ def test_the_class_of_an_autoreg_module_does_not_move_what_its_objects_hold() ->
 
 
 def test_a_numpy_array_is_reported_with_its_dtype_and_a_fix() -> None:
+    """The fix keeps a schedule forward reads as numbers (DINO's teacher temperatures) a numpy
+    array: as a buffer, .half() and .to(torch.bfloat16) would round it (0.04 to 0.0400390625)."""
     box = Box()
     box.window = np.hanning(4)
     box.pair = [np.zeros(2, dtype=np.float32)]
@@ -81,8 +83,10 @@ def test_a_numpy_array_is_reported_with_its_dtype_and_a_fix() -> None:
         ("pair[0]", torch.float32, (2,)),
     ]
     assert findings[0].fix == (
-        "a numpy array, which .to() never moves: if forward reads it, make it a tensor "
-        "(torch.as_tensor) kept as a buffer, and use that; if not (a file header), leave it"
+        "a numpy array, which .to() never moves: if forward computes with the array, make it a "
+        "tensor (torch.as_tensor) kept as a buffer, and use that; if forward only takes numbers "
+        "out of it (a schedule read per step, which a buffer's .half() would round) or never "
+        "reads it (a file header), leave it"
     )
 
 

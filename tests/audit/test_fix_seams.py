@@ -82,8 +82,10 @@ def test_a_held_object_and_a_numpy_array_are_listed_with_what_is_true_and_the_au
     assert edits == [
         "a tensor inside a Config object, which .to() never reaches: keep it on the module "
         "instead (a buffer, or an attribute of an autoreg.Module), and read it from there",
-        "a numpy array, which .to() never moves: if forward reads it, make it a tensor "
-        "(torch.as_tensor) kept as a buffer, and use that; if not (a file header), leave it",
+        "a numpy array, which .to() never moves: if forward computes with the array, make it a "
+        "tensor (torch.as_tensor) kept as a buffer, and use that; if forward only takes numbers "
+        "out of it (a schedule read per step, which a buffer's .half() would round) or never "
+        "reads it (a file header), leave it",
     ]
     assert "stored by forward" not in err
     assert f"{project.name}/m.py:17: Net.cfg" in err  # at the line that stored it
