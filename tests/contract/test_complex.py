@@ -206,6 +206,11 @@ def test_a_persistent_class_carries_it_too_as_an_autograd_result() -> None:
     model.to(torch.float16)
     assert model.z.dtype == torch.complex64
 
+    class Declared(Saved):  # what options.md says to write to save it
+        z: autoreg.Persistent
+
+    assert list(Declared().state_dict()) == ["table", "z"]
+
 
 @DROPS_IMAGINARY
 def test_a_declared_name_is_a_buffer_and_follows_nn_module() -> None:
