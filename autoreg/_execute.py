@@ -20,6 +20,7 @@ registration hook, no ``register_buffer`` override (looked up live: accelerate p
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Final
 
 import torch
@@ -190,10 +191,14 @@ class _WhenBuilt:
     __slots__ = ("module",)
 
     def __init__(self, module: nn.Module) -> None:
-        self.module = module
+        # Weakly: the instance holds this, and a construction that raises before
+        # nn.Module.__init__ must free the instance (and its tensors) at once, as nn.Module does.
+        self.module = weakref.ref(module)
 
     def __bool__(self) -> bool:
-        module = self.module
+        module = self.module()
+        if module is None:  # (nn.Module.__init__ asks while it runs on the instance)
+            return False
         register_pending(module)
         cls = type(module)
         if cls.call_super_init:

@@ -91,3 +91,34 @@ def test_a_model_that_makes_up_names_does_not_grow_its_class_or_instance_without
     model.last = torch.zeros(1)
     model.double()
     assert model.last.dtype == torch.float64
+
+
+class _Refusing(autoreg.Module):
+    def __init__(self, table: torch.Tensor, n: int) -> None:
+        self.table = table  # before nn.Module.__init__: waits to be registered
+        if n <= 0:
+            raise ValueError("n must be positive")  # a check before super().__init__()
+        super().__init__()
+
+
+@pytest.mark.parametrize("n", [0, 1], ids=["raises", "built"])
+def test_a_tensor_assigned_before_module_init_is_freed_with_its_module(n: int) -> None:
+    """Without the cyclic garbage collector, as a plain attribute on the twin: what waits for
+    ``nn.Module.__init__`` held its module (a cycle), so a construction that raised before it
+    kept the tensor (device memory, on a GPU) until the collector ran."""
+    gc.collect()
+    gc.disable()
+    try:
+        table = torch.ones(8)
+        alive = weakref.ref(table)
+        try:
+            module = _Refusing(table, n)
+        except ValueError:
+            pass
+        else:
+            assert "table" in dict(module.named_buffers())
+            del module
+        del table
+        assert alive() is None
+    finally:
+        gc.enable()
