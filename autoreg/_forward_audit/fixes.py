@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .._audit import Finding
+from .._frames import location
 from .._messages.audits import (
     FIX_ATTRIBUTE,
     FIX_CAST,
@@ -38,11 +39,15 @@ from .._messages.audits import (
     FIX_HELD,
     FIX_MOVED,
     FIX_NO_REFERENCE,
+    FIX_NO_REFERENCE_DTYPE,
     FIX_NUMPY_CALL,
     FIX_RANDOM,
     FIX_RANDOM_LIKE,
     FIX_STORED,
     FIX_STORED_CONTAINER,
+    OP_AT,
+    OP_AT_LINE,
+    OP_HERE,
     RETURNED,
     WHY_DEVICE,
     WHY_PROMOTES,
@@ -166,11 +171,20 @@ def _fix(group: list[Record]) -> str:
         if site.attribute.kind == "tensor":
             return FIX_ATTRIBUTE.format(path=path, fix=site.attribute.fix)
         return FIX_HELD.format(path=path, fix=site.attribute.fix)
+    if kinds == {"dtype"} and (not ref or site.origin == "computed"):
+        # converted where it meets the model: where the code holds none of the model's tensors,
+        # the one place it can be; for floats computed from integers, the one place it loses
+        # nothing (FIX_COMPUTED_DTYPE says why)
+        op = _met_at(group[0])
+        if site.origin == "computed":
+            return (
+                FIX_COMPUTED_DTYPE.format(ref=ref, op=op)
+                if ref
+                else (FIX_COMPUTED_NO_REFERENCE.format(op=op))
+            )
+        return FIX_NO_REFERENCE_DTYPE.format(op=op)
     if not ref:
-        if kinds == {"dtype"} and site.origin == "computed":  # no call there takes dtype=
-            return FIX_COMPUTED_NO_REFERENCE
-        what = "device" if "device" in kinds else "dtype"
-        return FIX_NO_REFERENCE.format(what=what)
+        return FIX_NO_REFERENCE.format(what="device")
     if site.entered:
         return FIX_ENTERED.format(ref=ref)
     if site.copied_back:
@@ -185,14 +199,22 @@ def _fix(group: list[Record]) -> str:
         template = FIX_CAST_BACK if site.island else FIX_CAST
         return template.format(ref=ref, op=entry.op, stray=dtype_name(entry.dtype))
     if kinds == {"dtype"}:
-        if site.origin == "computed":  # divided, times a float: no call there takes dtype=
-            return FIX_COMPUTED_DTYPE.format(ref=ref)
         return (FIX_DTYPE_WRITTEN if site.written else FIX_DTYPE).format(ref=ref)
     if site.random in ("rand", "randn"):
         return FIX_RANDOM_LIKE.format(fix=both, ref=ref, op=site.random)
     if site.random:
         return FIX_RANDOM.format(fix=both, ref=ref)
     return (FIX_CREATED_SHAPED if site.shaped else FIX_CREATED).format(fix=both, ref=ref)
+
+
+def _met_at(entry: Record) -> str:
+    """The operation that met ``entry``'s stray, with where it is when not on the stray's line."""
+    site, (filename, lineno) = entry.site, entry.op_line
+    if (filename, lineno) == (site.filename, site.lineno):
+        return OP_HERE.format(op=entry.op)
+    if filename == site.filename:
+        return OP_AT_LINE.format(op=entry.op, lineno=lineno)
+    return OP_AT.format(op=entry.op, where=location(filename, lineno))
 
 
 def _relative(path: str, module_path: str) -> str:

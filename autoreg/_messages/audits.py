@@ -155,9 +155,13 @@ FIX_CREATED_SHAPED: Final = "{fix} (or .to({ref}))"
 
 FIX_DTYPE: Final = "dtype={ref}.dtype (or .to({ref}))"
 
+# Floats computed from integers (timesteps times frequencies) are converted where they meet the
+# model, not where they are computed: bfloat16 holds integers exactly only up to 256, and a
+# sinusoidal embedding of timesteps to 999 computed in it is off by up to 1.9 (0.002 so).
 FIX_COMPUTED_DTYPE: Final = (
-    "floating values computed from integers take the default dtype: .to({ref}.dtype) where they "
-    "are computed (or .to({ref}))"
+    "floating values computed from integers take the default dtype: keep them in it (bfloat16 "
+    "holds integers exactly only up to 256) and convert what they give where it meets the "
+    "model, at {op}: .to({ref}.dtype)"
 )
 
 FIX_DTYPE_WRITTEN: Final = "dtype={ref}.dtype, not the dtype written here (or .to({ref}))"
@@ -176,9 +180,14 @@ FIX_NO_REFERENCE: Final = (
 )
 
 FIX_COMPUTED_NO_REFERENCE: Final = (
-    "floating values computed from integers take the default dtype: convert them where they are "
-    "computed, .to(<a tensor of the model>.dtype); the code here holds no floating tensor of the "
-    "model, so pass it one"
+    "floating values computed from integers take the default dtype: keep them in it (bfloat16 "
+    "holds integers exactly only up to 256) and convert what they give where it meets the "
+    "model, at {op}: .to(<a tensor of the model there>.dtype)"
+)
+
+FIX_NO_REFERENCE_DTYPE: Final = (
+    "the code here holds none of the model's tensors: convert what it gives where it meets the "
+    "model, at {op}: .to(<a tensor of the model there>.dtype)"
 )
 
 FIX_ENTERED: Final = (
@@ -232,6 +241,8 @@ BAD_FORWARD_MODE: Final = (
 OP_AT_LINE: Final = "{op} (line {lineno})"  # an operation on another line of the same file
 
 OP_AT: Final = "{op} ({where})"  # an operation in another file
+
+OP_HERE: Final = "{op}, on this line"  # in a fix: the operation on the stray's own line
 
 FORWARD_FINDING: Final = """\
 {where}: {finding.kind} stray {finding.tensor}, first mixed in by {op}: {finding.source}

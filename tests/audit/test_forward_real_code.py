@@ -11,6 +11,8 @@ the model's own.
 from __future__ import annotations
 
 import inspect
+import linecache
+import math
 import re
 import warnings
 from collections.abc import Callable
@@ -106,8 +108,9 @@ def test_a_dtype_that_comes_to_be_in_a_division_is_reported_where_it_does() -> N
     assert found([finding]) == marked(rp.Schedule)
     assert (finding.reason, finding.fix) == (
         "addmm rejects float32 next to bfloat16",
-        "floating values computed from integers take the default dtype: .to(x.dtype) where they "
-        "are computed (or .to(x))",
+        "floating values computed from integers take the default dtype: keep them in it (bfloat16 "
+        "holds integers exactly only up to 256) and convert what they give where it meets the "
+        "model, at addmm, on this line: .to(x.dtype)",
     )
 
 
@@ -386,9 +389,11 @@ def test_floats_computed_from_integers_are_told_to_convert_not_to_take_a_dtype_a
     [finding] = autoreg.audit_forward(_PositionScale(), torch.ones(2, 6, 4))
     assert (finding.kind, finding.source) == ("dtype", "power = (t - x.shape[1] // 2) / 8")
     assert finding.fix == (
-        "floating values computed from integers take the default dtype: .to(x.dtype) where "
-        "they are computed (or .to(x))"
+        "floating values computed from integers take the default dtype: keep them in it "
+        "(bfloat16 holds integers exactly only up to 256) and convert what they give where it "
+        f"meets the model, at pow (line {finding.op_lineno}): .to(x.dtype)"
     )
+    assert "self.scale ** power" in linecache.getline(finding.op_filename, finding.op_lineno)
 
 
 class _Aggregate(nn.Module):
@@ -458,11 +463,13 @@ def test_floats_computed_from_integers_where_no_model_tensor_is_in_reach_name_no
         rp.StepConditioned(), torch.randn(3, 8), torch.tensor([1, 4, 9])
     )
     assert found(findings) == marked(rp.SinusoidalSteps)
+    [lineno] = {f.op_lineno for f in findings}
     assert {f.fix for f in findings} == {
-        "floating values computed from integers take the default dtype: convert them where they "
-        "are computed, .to(<a tensor of the model>.dtype); the code here holds no floating tensor "
-        "of the model, so pass it one"
+        "floating values computed from integers take the default dtype: keep them in it (bfloat16 "
+        "holds integers exactly only up to 256) and convert what they give where it meets the "
+        f"model, at addmm (line {lineno}): .to(<a tensor of the model there>.dtype)"
     }
+    assert "self.time(t)" in linecache.getline(findings[0].op_filename, lineno)
 
 
 def test_a_cast_on_purpose_that_an_operation_refuses_offers_both_ways_out() -> None:
@@ -485,3 +492,43 @@ def test_a_fix_names_the_tensor_the_operation_meets_even_through_a_view() -> Non
     assert found(findings) == marked(rp.RoundedNoise)
     assert "self.levels" in findings[0].fix
     assert "embed" not in findings[0].fix
+
+
+def _sinusoidal(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """A timestep embedding computed in float32 on purpose (DiT's, improved-diffusion's)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float32) / half)
+    angles = t[:, None].float() * freqs[None].to(t.device)
+    return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+class _StepEmbed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = nn.Linear(64, 16)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.mlp(_sinusoidal(t, 64))
+
+
+def test_a_float32_embedding_of_timesteps_is_told_to_convert_where_it_meets_the_model() -> None:
+    """Before: "dtype= that of the model ... pass it one and write dtype=<that tensor>.dtype"
+    for the frequencies: made in bfloat16, the phases of timesteps to 999 are off by up to 1.9,
+    where converting the embedding where it meets the Linear is off by 0.002."""
+    t = torch.tensor([999, 517, 3])
+    findings = autoreg.audit_forward(_StepEmbed(), t)
+    assert {f.source for f in findings} == {
+        "angles = t[:, None].float() * freqs[None].to(t.device)"
+    }
+    assert {f.fix for f in findings} == {
+        "the code here holds none of the model's tensors: convert what it gives where it meets "
+        f"the model, at addmm (line {findings[0].op_lineno}): "
+        ".to(<a tensor of the model there>.dtype)"
+    }
+    exact = _sinusoidal(t, 64)
+    at_the_model = exact.to(torch.bfloat16).float()
+    half = 32
+    freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.bfloat16) / half)
+    angles = t[:, None].to(torch.bfloat16) * freqs[None]
+    where_made = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1).float()
+    assert (at_the_model - exact).abs().max() < 0.01 < 1.0 < (where_made - exact).abs().max()
