@@ -195,9 +195,9 @@ class Changes:
         """Every store of ``edit.attribute`` in ``cls``: those in a method that runs while the
         module is built become ``register_buffer``; each must store what a buffer takes (a
         tensor or None; outside construction also a parameter or a module, which nn.Module
-        registers in its place), or it is listed; when such a store runs on a built module (a
-        setter storing a float would raise on the buffer), none is rewritten: the rest are
-        listed with it, held back."""
+        registers in its place), or it is listed; then none is rewritten (a buffer would raise
+        on that value, on a built module or in the configuration that stores it): the rest are
+        listed with it, held back. A name is rewritten whole or not at all."""
         attribute = edit.attribute
         name = f"{edit.cls.qualname.rpartition('.')[2]}.{attribute}"
         text = {"cls": edit.cls.qualname, "attribute": attribute}
@@ -229,9 +229,9 @@ class Changes:
         built = construction_methods(cls, set(edit.built))
         torch_names = self.index.torch_names()
         rewrites: list[tuple[Store, cst.Expr]] = []
-        # A store a buffer would refuse, on a built module (a setter, forward) or before
-        # nn.Module.__init__: nothing of the name is rewritten. (One in construction is another
-        # configuration's, as `if use_bias: ... else: self.bias = 0.0`: the rest is rewritten.)
+        # A store that may store what a buffer refuses (a setter's float, the 0.0 of another
+        # configuration, `self.t = fixed_t` after `self.t = torch.ones(())`) or that runs before
+        # nn.Module.__init__: nothing of the name is rewritten.
         refused = False
         for store in stores:
             seen = {
@@ -271,12 +271,12 @@ class Changes:
                     else (FIX_HAND_NOT_RUN_LATER, FIX_HAND_NOT_RUN_LATER_EDIT)
                 )
                 listed(store, reason, fix)
-                refused = refused or not construction
+                refused = True
                 continue
             if not kinds <= takes:
                 what = FIX_A_PARAMETER if kinds - takes == {"parameter"} else FIX_NOT_A_TENSOR
                 listed(store, FIX_HAND_OTHER_VALUE.replace("{what}", what), FIX_HAND_MIXED_EDIT)
-                refused = refused or not construction
+                refused = True
                 continue
             if "parameter" in kinds:
                 continue  # kept: nn.Module registers it as a parameter, in the buffer's place
@@ -290,7 +290,7 @@ class Changes:
             )
             if other is not None:
                 listed(store, _another(*other), FIX_HAND_ANOTHER_VALUE_EDIT)
-                refused = refused or not construction
+                refused = True
                 continue
             if not construction or not edit.rewrite:
                 continue  # nn.Module stores it in the buffer
