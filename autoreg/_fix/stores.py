@@ -7,10 +7,11 @@ method the factory never called). ``stores_of`` finds them all in the class's me
 (``self.x = v``, ``self.x: T = v``, ``setattr(self, "x", v)``, ``self.x += v``, ``del self.x``,
 and ``self.x`` among several targets); ``value_kind`` says what a value expression is when the
 source alone tells: a tensor (a ``torch`` factory, arithmetic on one, a tensor method of one, a
-local variable only ever bound to one), ``None``, an ``nn.Parameter``, a literal that is no
-tensor, or unknown. ``other_value`` finds, in a store that ran with a tensor, the value the
-source shows it may store in another configuration (the ``0.0`` of ``t if use_bias else 0.0``, a
-parameter's float default). ``construction_methods`` are the methods that run while the module
+local variable only ever bound to one), ``None``, an ``nn.Parameter``, a literal or a Python
+number (``t.item()``, ``float(x)``, ``math.sqrt(d)``) that is no tensor, or unknown.
+``other_value`` finds, in a store that ran with a tensor, the value the source shows it may
+store in another configuration (the ``0.0`` of ``t if use_bias else 0.0``, a parameter's float
+default). ``construction_methods`` are the methods that run while the module
 is built: ``__init__`` (and the other construction methods), every method they call through
 ``self``, and those that ran during construction.
 """
@@ -574,6 +575,10 @@ def _call(
     head, _, last = name.partition(".")
     if head in torch_names and last in TENSOR_FUNCTIONS:
         return "tensor"
+    if name in _NUMBER_FUNCTIONS or (head == "math" and last):
+        return "other"  # float(x), int(x), math.sqrt(d): a Python number
+    if isinstance(func, cst.Attribute) and func.attr.value in _NUMBER_METHODS:
+        return "other"  # t.item(), t.tolist(), t.numpy(): never a tensor
     if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
         method = func.attr.value
         if method == "type" and not call.args:
@@ -582,6 +587,11 @@ def _call(
             return "tensor"
     return None
 
+
+# Builtins, and tensor methods, that give a Python value (a number, a list, an array), never a
+# tensor.
+_NUMBER_FUNCTIONS: Final = frozenset(["float", "int", "bool", "complex", "len", "str"])
+_NUMBER_METHODS: Final = frozenset(["item", "tolist", "numpy"])
 
 # Methods only tensors have (neither nn.Module nor numpy arrays): the value is a tensor whatever
 # the receiver's source says.

@@ -390,6 +390,34 @@ def _removed(out: str) -> list[str]:
     return [line[1:].strip() for line in out.splitlines() if line[:1] == "-" and line[:3] != "---"]
 
 
+# The other branch stores a Python number (or list) made from a tensor or a number: .item(),
+# float(), int(), math.sqrt(), .tolist() never give a tensor.
+NUMBERS = """\
+import math
+
+import torch
+from torch import nn
+
+
+class Norm(nn.Module):
+    def __init__(self, eps=1e-5, eps_tensor=True):
+        super().__init__()
+        eps_t = torch.tensor(eps)
+        self.eps = eps_t if eps_tensor else eps_t.item()
+        self.gain = torch.tensor(2.0) if eps_tensor else float(eps)
+        self.steps = torch.tensor(3) if eps_tensor else int(eps)
+        self.root = torch.sqrt(eps_t) if eps_tensor else math.sqrt(eps)
+        self.values = eps_t.reshape(1) if eps_tensor else eps_t.reshape(1).tolist()
+
+    def forward(self, x):
+        return x / (x.pow(2).mean() + self.eps + self.root) * self.gain * self.steps * self.values
+
+
+def build():
+    return Norm(), (torch.randn(2, 4),)
+"""
+
+
 def _line(source: str, text: str) -> int:
     return [line.strip() for line in source.splitlines()].index(text) + 1
 
@@ -531,6 +559,20 @@ LISTED = [
         "0.0",
         [],
         id="a-static-method-called-through-the-class",
+    ),
+    *(
+        pytest.param(NUMBERS, f"self.{name} = {value}", f"Norm.{name}", other, [], id=name)
+        for name, value, other in (
+            ("eps", "eps_t if eps_tensor else eps_t.item()", "eps_t.item()"),
+            ("gain", "torch.tensor(2.0) if eps_tensor else float(eps)", "float(eps)"),
+            ("steps", "torch.tensor(3) if eps_tensor else int(eps)", "int(eps)"),
+            ("root", "torch.sqrt(eps_t) if eps_tensor else math.sqrt(eps)", "math.sqrt(eps)"),
+            (
+                "values",
+                "eps_t.reshape(1) if eps_tensor else eps_t.reshape(1).tolist()",
+                "eps_t.reshape(1).tolist()",
+            ),
+        )
     ),
     pytest.param(
         LOOSE_CHECKS,
