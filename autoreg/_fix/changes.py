@@ -342,7 +342,12 @@ class Changes:
             return
         self_name = self_name_of(method)
         small = next(
-            (s for s in statement.node.body if assigns(s, self_name, edit.attribute)), None
+            (
+                s
+                for s in statement.node.body
+                if assigns(s, self_name, edit.attribute, cls.name.value)
+            ),
+            None,
         )
         if small is None or self_name is None:
             refuse(FIX_HAND_NOT_ASSIGN, fix)
@@ -414,7 +419,7 @@ class Changes:
             for small in statement.node.body:
                 value = getattr(small, "value", None)
                 none = isinstance(value, cst.Name) and value.value == "None"
-                if none and assigns(small, self_name, edit.attribute):
+                if none and assigns(small, self_name, edit.attribute, cls.name.value):
                     self.replaced[small] = cst.Expr(call, semicolon=small.semicolon)
                     self.made.append(edit)
                     return

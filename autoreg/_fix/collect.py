@@ -304,7 +304,9 @@ def _stored_by_subclass(cls: type, attribute: str) -> str:
         seen.add(sub)
         todo.extend(sub.__subclasses__())
         own = [k for k in sub.__mro__ if k not in mro and _is_own_class(k)]
-        if any(_stores_self(function, attribute) for k in own for function in _functions(k)):
+        if any(
+            _stores_self(function, attribute, k.__name__) for k in own for function in _functions(k)
+        ):
             return sub.__qualname__
     return ""
 
@@ -316,9 +318,9 @@ def _is_own_class(cls: type) -> bool:
     return _lives_in(cls, is_own_code)
 
 
-def _stores_self(function: types.FunctionType, attribute: str) -> bool:
-    """Whether the source of ``function``, of the user's own code, stores ``<first argument>.
-    <attribute>`` (``project.function_stores``)."""
+def _stores_self(function: types.FunctionType, attribute: str, owner: str) -> bool:
+    """Whether the source of ``function``, a method of the class ``owner`` in the user's own
+    code, stores ``<first argument>.<attribute>`` (``project.function_stores``)."""
     code = function.__code__
     if not code.co_argcount or not is_own_code(code.co_filename):
         return False
@@ -327,7 +329,7 @@ def _stores_self(function: types.FunctionType, attribute: str) -> bool:
     except (OSError, TypeError, SyntaxError):
         return False
     return any(
-        function_stores(node, attribute)
+        function_stores(node, attribute, owner)
         for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     )

@@ -20,7 +20,7 @@ from typing import Final
 
 from .strays import Kind, Stray
 
-__all__ = ["ProjectSource", "function_stores", "with_unloaded_subclasses"]
+__all__ = ["ProjectSource", "function_stores", "mangle", "with_unloaded_subclasses"]
 
 # Never read: virtual environments (a folder holding pyvenv.cfg), installed packages, caches.
 _SKIPPED_DIRS: Final = frozenset(("__pycache__", "site-packages", "dist-packages", "node_modules"))
@@ -176,16 +176,29 @@ def _base_names(node: ast.ClassDef, aliases: dict[str, str]) -> Iterator[str]:
 def _stores_self(node: ast.ClassDef, attribute: str) -> bool:
     """Whether a method of the class statement stores ``<its first argument>.<attribute>``."""
     return any(
-        function_stores(function, attribute)
+        function_stores(function, attribute, node.name)
         for function in node.body
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
 
 
-def function_stores(function: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
-    """Whether ``function`` stores ``<its first argument>.<attribute>``: an assignment (plain,
-    annotated, augmented, a ``for`` or ``with`` target), or ``setattr(self, name, ...)`` where
-    ``name`` is ``attribute`` or no literal (it may be)."""
+def mangle(name: str, owner: str) -> str:
+    """The attribute ``name`` is when spelled ``self.<name>`` in the body of the class ``owner``:
+    Python makes ``__x`` (not ``__x__``) ``_Owner__x``, the class name stripped of its leading
+    underscores (a string, as ``setattr``'s, is never mangled)."""
+    stripped = owner.lstrip("_")
+    if name.startswith("__") and not name.endswith("__") and stripped:
+        return f"_{stripped}{name}"
+    return name
+
+
+def function_stores(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str, owner: str
+) -> bool:
+    """Whether ``function``, a method of the class ``owner``, stores ``<its first argument>.
+    <attribute>``: an assignment (plain, annotated, augmented, a ``for`` or ``with`` target; a
+    private name as Python mangles it), or ``setattr(self, name, ...)`` where ``name`` is
+    ``attribute`` or no literal (it may be)."""
     arguments = [*function.args.posonlyargs, *function.args.args]
     if not arguments:
         return False
@@ -194,7 +207,7 @@ def function_stores(function: ast.FunctionDef | ast.AsyncFunctionDef, attribute:
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.ctx, ast.Store)
-            and node.attr == attribute
+            and mangle(node.attr, owner) == attribute
             and isinstance(node.value, ast.Name)
             and node.value.id == first
         ):

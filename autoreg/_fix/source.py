@@ -13,6 +13,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .project import mangle
+
 __all__ = [
     "Index",
     "Statement",
@@ -204,9 +206,14 @@ class Index(cst.CSTVisitor):
         return (torch, False) if torch else ("torch.nn", True)
 
 
-def is_self_attribute(node: cst.BaseExpression, self_name: str, attribute: str) -> bool:
-    """Whether ``node`` is ``<self_name>.<attribute>``."""
-    return m.matches(node, m.Attribute(value=m.Name(self_name), attr=m.Name(attribute)))
+def is_self_attribute(node: cst.BaseExpression, self_name: str, attribute: str, owner: str) -> bool:
+    """Whether ``node``, in the class ``owner``, is ``<self_name>.<attribute>`` (``self.__x`` is
+    ``_Owner__x``: ``project.mangle``)."""
+    return (
+        isinstance(node, cst.Attribute)
+        and m.matches(node.value, m.Name(self_name))
+        and mangle(node.attr.value, owner) == attribute
+    )
 
 
 def super_init(statement: Statement, self_name: str) -> bool:
@@ -224,16 +231,21 @@ def super_init(statement: Statement, self_name: str) -> bool:
     return False
 
 
-def assigns(small: cst.BaseSmallStatement, self_name: str | None, attribute: str) -> bool:
-    """Whether ``small`` is ``self.attribute = value`` (annotated or not) with one target."""
+def assigns(
+    small: cst.BaseSmallStatement, self_name: str | None, attribute: str, owner: str
+) -> bool:
+    """Whether ``small``, in the class ``owner``, is ``self.attribute = value`` (annotated or
+    not) with one target."""
     if self_name is None:
         return False
     if isinstance(small, cst.Assign):
         return len(small.targets) == 1 and is_self_attribute(
-            small.targets[0].target, self_name, attribute
+            small.targets[0].target, self_name, attribute, owner
         )
     if isinstance(small, cst.AnnAssign):
-        return small.value is not None and is_self_attribute(small.target, self_name, attribute)
+        return small.value is not None and is_self_attribute(
+            small.target, self_name, attribute, owner
+        )
     return False
 
 

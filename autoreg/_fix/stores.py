@@ -25,7 +25,7 @@ from typing import Final, Literal, TypeAlias
 import libcst as cst
 import libcst.matchers as m
 
-from .source import Index, Statement, dotted, literal, self_name_of
+from .source import Index, Statement, dotted, is_self_attribute, literal, self_name_of
 
 __all__ = ["Store", "construction_methods", "other_value", "stores_of", "value_kind"]
 
@@ -317,15 +317,19 @@ def stores_of(index: Index, cls: cst.ClassDef, attribute: str) -> list[Store]:
         nested = any(isinstance(n, (cst.FunctionDef, cst.Lambda)) for n in inner[2:])
         loop = any(isinstance(n, (cst.For, cst.While)) for n in inner)
         for small in statement.node.body:
-            for form, value in _forms(small, self_name, attribute):
+            for form, value in _forms(small, self_name, attribute, cls.name.value):
                 found.append(Store(statement, small, method, self_name, form, value, nested, loop))
     return found
 
 
 def _forms(
-    small: cst.BaseSmallStatement, self_name: str, attribute: str
+    small: cst.BaseSmallStatement, self_name: str, attribute: str, owner: str
 ) -> Iterator[tuple[Form, cst.BaseExpression | None]]:
-    target = m.Attribute(value=m.Name(self_name), attr=m.Name(attribute))
+    """The stores of ``self.<attribute>`` ``small`` makes in the class ``owner`` (where
+    ``self.__x`` is ``_Owner__x``)."""
+
+    def target(node: cst.BaseExpression) -> bool:
+        return is_self_attribute(node, self_name, attribute, owner)
 
     def stores(node: cst.BaseExpression) -> bool:
         """Whether assigning to ``node`` stores ``self.<attribute>`` (not ``self.x[i]``,
@@ -334,18 +338,18 @@ def _forms(
             return any(stores(element.value) for element in node.elements)
         if isinstance(node, cst.StarredElement):
             return stores(node.value)
-        return m.matches(node, target)
+        return target(node)
 
     if isinstance(small, cst.Assign):
-        if len(small.targets) == 1 and m.matches(small.targets[0].target, target):
+        if len(small.targets) == 1 and target(small.targets[0].target):
             yield "assign", small.value
         elif any(stores(t.target) for t in small.targets):
             yield "several", small.value
     elif isinstance(small, cst.AnnAssign):
-        if small.value is not None and m.matches(small.target, target):
+        if small.value is not None and target(small.target):
             yield "assign", small.value
     elif isinstance(small, cst.AugAssign):
-        if m.matches(small.target, target):
+        if target(small.target):
             yield "augmented", None
     elif isinstance(small, cst.Del):
         if stores(small.target):

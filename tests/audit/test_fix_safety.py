@@ -1265,3 +1265,84 @@ def test_a_function_a_framework_sets_on_nn_module_makes_no_user_class_of_it(
     assert status == 1
     assert 'self.register_buffer("table", torch.ones(3), persistent=False)' in out, err
     assert "left for you to edit" not in err
+
+
+# A private name inside class C is the attribute _C__name (Python mangles it): forward's state
+# under self.__avg, which reset() sets to a float, and a mask under self.__mask.
+MANGLED = """\
+import torch
+from torch import nn
+
+
+class Smoother(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def reset(self):
+        self.__avg = 0.0
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.__avg = 0.1 * y.detach()
+        return y + self.__avg
+
+
+class _Attn(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.__mask = torch.ones(n)
+
+    def forward(self, x):
+        return x * self.__mask
+
+
+def build():
+    return nn.Sequential(Smoother(), _Attn()), (torch.ones(2, 4),)
+"""
+
+
+def test_a_private_name_is_matched_as_python_mangles_it(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: reset()'s float store of ``self.__avg`` was not seen as a store of
+    ``_Smoother__avg``, which was registered as None (reset() then raised TypeError), and
+    ``self.__mask`` was listed as "not stored by a plain statement"."""
+    source = project.write("m", MANGLED).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    added = [line[1:].strip() for line in out.splitlines() if line[:2] == "+ "]
+    assert added == ['self.register_buffer("_Attn__mask", torch.ones(n), persistent=False)']
+    line = source.splitlines().index("        self.__avg = 0.0") + 1
+    assert (
+        f"  {project.name}/m.py:{line}: Smoother._Smoother__avg: stores a value that is not a "
+        "tensor here, where register_buffer takes only a tensor or None\n"
+    ) in err
+
+
+POS_ENC_PRIVATE = POS_ENC_ALONE.replace("self.scale", "self.__scale")
+# A subclass of the same name: its self.__scale is _PosEnc__scale too.
+SUBCLASS_PRIVATE = """\
+from . import m
+
+
+class PosEnc(m.PosEnc):
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.__scale = 2.0
+"""
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["nothing-imports-it", "loaded"])
+def test_a_subclass_storing_the_mangled_name_holds_the_buffer_style_back(
+    project: Project, capsys: pytest.CaptureFixture[str], loaded: bool
+) -> None:
+    """``self.__scale`` in ``PosEnc`` is ``_PosEnc__scale``, which the subclass of the same name
+    stores with a float. Before: its store was not matched, ``PosEnc`` got ``register_buffer``,
+    and the subclass raised TypeError."""
+    assert "self.__scale" in POS_ENC_PRIVATE
+    project.write("m", POS_ENC_PRIVATE + ("\nfrom . import variants  # noqa\n" if loaded else ""))
+    (project.root / project.name / "variants.py").write_text(SUBCLASS_PRIVATE)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "PosEnc._PosEnc__scale: its subclass PosEnc stores it too" in err
