@@ -24,6 +24,7 @@ from .._messages.fix import (
     FIX_HAND_HELPER_EARLY_EDIT,
     FIX_HAND_HELPER_EDIT,
     FIX_HAND_LIBRARY,
+    FIX_HAND_LINKED,
     FIX_HAND_MODULES_AS_IS,
     FIX_HAND_MODULES_BASE,
     FIX_HAND_MODULES_EDIT,
@@ -294,9 +295,11 @@ def _editable(
     library = next((lib for lib in libraries if _under(cls.filename, lib)), None)
     if library is None and _under(cls.filename, root):
         return True
-    reason = (FIX_HAND_LIBRARY if library else FIX_HAND_NOT_EDITABLE).format(
-        cls=cls.qualname, root=root, library=library
-    )
+    path = os.path.realpath(cls.filename)
+    linked = not library and path != os.path.abspath(cls.filename)
+    reason = (
+        FIX_HAND_LIBRARY if library else FIX_HAND_LINKED if linked else FIX_HAND_NOT_EDITABLE
+    ).format(cls=cls.qualname, root=root, library=library, path=path)
     plan.list_hand(
         HandEdit(cls.filename, cls.lineno, stray.name, reason, FIX_HAND_NOT_EDITABLE_EDIT)
     )
@@ -304,7 +307,9 @@ def _editable(
 
 
 def _under(path: str, directory: str) -> bool:
-    path, directory = os.path.abspath(path), os.path.abspath(directory)
+    """Whether ``path`` is under ``directory``, both resolved: a file reached through a
+    symbolic link is where the link leads."""
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
     return os.path.commonpath([path, directory]) == directory
 
 

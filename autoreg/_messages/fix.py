@@ -297,6 +297,11 @@ FIX_HAND_NOT_EDITABLE: Final = (
     "directory, never installed packages)"
 )
 
+FIX_HAND_LINKED: Final = (
+    "stored by {cls}, defined in {path} (through a symbolic link), outside {root}: autoreg fix "
+    "edits only files under the current directory"
+)
+
 FIX_HAND_LIBRARY: Final = (
     "stored by {cls}, defined in {library}, where packages are installed: autoreg fix never "
     "edits them"

@@ -1346,3 +1346,43 @@ def test_a_subclass_storing_the_mangled_name_holds_the_buffer_style_back(
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
     assert status == 1
     assert "PosEnc._PosEnc__scale: its subclass PosEnc stores it too" in err
+
+
+LINKED_BLOCK = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.mask = torch.ones(n)
+
+    def forward(self, x):
+        return x * self.mask
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_file_reached_through_a_symbolic_link_to_elsewhere_is_listed_never_edited(
+    project: Project, capsys: pytest.CaptureFixture[str], tmp_path: Path, style: str
+) -> None:
+    """``vendored`` under the working directory links to a folder outside it. Before: fix
+    rewrote the file there, outside the working directory."""
+    outside = tmp_path / "outside" / "vendored"
+    outside.mkdir(parents=True)
+    (outside / "__init__.py").write_text("")
+    (outside / "blocks.py").write_text(LINKED_BLOCK)
+    (project.root / project.name / "vendored").symlink_to(outside, target_is_directory=True)
+    project.write(
+        "m",
+        "import torch\nfrom .vendored.blocks import Block\n\n\ndef build():\n"
+        "    return Block(), (torch.ones(2, 4),)\n",
+    )
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 1
+    assert (outside / "blocks.py").read_text() == LINKED_BLOCK
+    assert (
+        f"Block.mask: stored by Block, defined in {outside / 'blocks.py'} (through a symbolic "
+        f"link), outside {project.root}"
+    ) in err
