@@ -455,12 +455,7 @@ def _callees(index: Index, cls: cst.ClassDef, store: Store) -> Callees:
     that derive from it (an override, as ``D2.scale`` returning ``0.5``); for
     ``Cls.name(...)``, a class of the file's method (a ``staticmethod``). Classes are matched
     by name in the file: reading more can only list more."""
-    module = index.module
-    functions = {n.name.value: n for n in module.body if isinstance(n, cst.FunctionDef)}
-    classes: dict[str, list[cst.ClassDef]] = {}
-    for found in m.findall(module, m.ClassDef()):
-        assert isinstance(found, cst.ClassDef)
-        classes.setdefault(found.name.value, []).append(found)
+    functions, classes = index.functions, index.named
 
     def bases(node: cst.ClassDef) -> set[str]:
         return {dotted(arg.value).rpartition(".")[2] for arg in node.bases}

@@ -56,9 +56,15 @@ class Index(cst.CSTVisitor):
         super().__init__()
         self.module = wrapper.module
         self.classes: dict[str, list[tuple[cst.ClassDef, int, int]]] = {}
+        # Every class statement of the file by its own name, in order, and the module-level
+        # functions by name: what a store's calls may run (changes._callees), read once a file.
+        self.named: dict[str, list[cst.ClassDef]] = {}
         self.statements: list[Statement] = []
         self._stack: list[cst.CSTNode] = []
         wrapper.visit(self)
+        self.functions = {
+            n.name.value: n for n in self.module.body if isinstance(n, cst.FunctionDef)
+        }
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.ClassDef):
@@ -66,6 +72,7 @@ class Index(cst.CSTVisitor):
             start = self.get_metadata(PositionProvider, first).start.line
             end = self.get_metadata(PositionProvider, node).end.line
             self.classes.setdefault(self._qualname(node), []).append((node, start, end))
+            self.named.setdefault(node.name.value, []).append(node)
         elif isinstance(node, cst.SimpleStatementLine):
             where = self.get_metadata(PositionProvider, node)
             self.statements.append(
