@@ -18,7 +18,7 @@ import sys
 import textwrap
 import types
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import torch
@@ -57,6 +57,8 @@ from .._messages.fix import (
     FIX_HAND_PARAMETER_VIEW_EDIT,
     FIX_HAND_STORED,
     FIX_MAY_BE_WRITTEN,
+    FIX_SETTER_DESCRIPTOR,
+    FIX_SETTER_SETATTR,
     FIX_WRITTEN,
     PLAIN_COMMENT_ALIAS,
     PLAIN_COMMENT_FROM_PRETRAINED,
@@ -283,6 +285,7 @@ def _stray(
         complex=complex_,
         answers=answers,
         subclass=_stored_by_subclass(cls, attribute),
+        setter=_setter(cls, attribute),
     )
 
 
@@ -291,6 +294,19 @@ def _stored_by_subclass(cls: type, attribute: str) -> str:
     (not one of them) whose own methods, or those of another class of its MRO in the user's code
     (a mixin), store ``self.<attribute>``: a store the run did not see, which a buffer
     registered in its base would meet (a float default raises there); ``""`` if none."""
+    mro = set(cls.__mro__)
+    for sub in _loaded_subclasses(cls):
+        own = [k for k in sub.__mro__ if k not in mro and _is_own_class(k)]
+        if any(
+            _stores_self(function, attribute, k.__name__) for k in own for function in _functions(k)
+        ):
+            return sub.__qualname__
+    return ""
+
+
+def _loaded_subclasses(cls: type) -> Iterator[type]:
+    """Each loaded subclass of a class of ``cls.__mro__`` in the user's own code, none of them,
+    its subclasses included, each once."""
     mro = set(cls.__mro__)
     todo: list[type] = []
     for klass in cls.__mro__:
@@ -303,12 +319,40 @@ def _stored_by_subclass(cls: type, attribute: str) -> str:
             continue
         seen.add(sub)
         todo.extend(sub.__subclasses__())
-        own = [k for k in sub.__mro__ if k not in mro and _is_own_class(k)]
-        if any(
-            _stores_self(function, attribute, k.__name__) for k in own for function in _functions(k)
-        ):
-            return sub.__qualname__
+        yield sub
+
+
+def _setter(cls: type, attribute: str) -> str:
+    """What runs on ``self.<attribute> = ...`` and not on ``register_buffer``, in the words of
+    ``FIX_HAND_SETTER``: a data descriptor (a property with a setter, any object with
+    ``__set__``) of the name, or a ``__setattr__`` other than nn.Module's and autoreg's, in a
+    class of ``cls.__mro__`` or of a loaded subclass's (its mixins included); ``""`` if none."""
+    classes = dict.fromkeys(cls.__mro__)
+    for sub in _loaded_subclasses(cls):
+        classes.update(dict.fromkeys(sub.__mro__))
+    for klass in classes:
+        held = vars(klass).get(attribute)
+        if held is not None and hasattr(type(held), "__set__"):
+            what = "property" if isinstance(held, property) else "data descriptor"
+            return FIX_SETTER_DESCRIPTOR.format(
+                owner=klass.__qualname__, attribute=attribute, what=what
+            )
+        setattr_ = vars(klass).get("__setattr__")
+        if setattr_ is not None and not _standard_setattr(klass, setattr_):
+            return FIX_SETTER_SETATTR.format(owner=klass.__qualname__)
     return ""
+
+
+_AUTOREG_DIR: Final = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+
+
+def _standard_setattr(klass: type, setattr_: object) -> bool:
+    """Whether ``setattr_``, the ``__setattr__`` ``klass`` defines, is object's, nn.Module's or
+    autoreg's (by where its code lives): the assignment ``register_buffer`` stands for."""
+    if klass is object or klass is nn.Module:
+        return True
+    code = getattr(inspect.unwrap(setattr_), "__code__", None)  # type: ignore[arg-type]
+    return code is not None and os.path.abspath(code.co_filename).startswith(_AUTOREG_DIR)
 
 
 def _is_own_class(cls: type) -> bool:

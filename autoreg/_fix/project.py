@@ -15,9 +15,15 @@ import ast
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
 
+from .._messages.fix import (
+    FIX_HAND_SETTER,
+    FIX_HAND_SETTER_EDIT,
+    FIX_SETTER_DESCRIPTOR,
+    FIX_SETTER_SETATTR,
+)
 from .strays import Kind, Stray
 
 __all__ = ["ProjectSource", "function_stores", "mangle", "with_unloaded_subclasses"]
@@ -30,15 +36,27 @@ def with_unloaded_subclasses(
     strays: Iterable[Stray], root: str, excluded: Sequence[str]
 ) -> list[Stray]:
     """``strays``, each tensor attribute that no loaded subclass stores given the first class of
-    the source under ``root`` (outside ``excluded``) that stores it (``Stray.subclass``)."""
+    the source under ``root`` (outside ``excluded``) that stores it (``Stray.subclass``), and
+    each that a setter ``register_buffer`` would skip listed (``Stray.setter``: loaded; or a
+    class statement of the source deriving from its classes that defines one for the name)."""
     source = ProjectSource(root, excluded)
     found = []
     for stray in strays:
-        if stray.kind is Kind.TENSOR and not stray.subclass:
+        if stray.kind is Kind.TENSOR:
             names = [c.qualname.rpartition(".")[2] for c in stray.classes]
             skip = [(c.filename, c.lineno) for c in stray.classes if c.filename is not None]
-            subclass = source.subclass_storing(names, stray.attribute, skip)
-            stray = dataclasses.replace(stray, subclass=subclass)
+            if not stray.subclass:
+                subclass = source.subclass_storing(names, stray.attribute, skip)
+                stray = dataclasses.replace(stray, subclass=subclass)
+            setter = stray.setter or source.subclass_setter(names, stray.attribute, skip)
+            if setter:
+                text = {"setter": setter, "attribute": stray.attribute}
+                stray = dataclasses.replace(
+                    stray,
+                    kind=Kind.HAND,
+                    reason=FIX_HAND_SETTER.format(**text),
+                    edit=FIX_HAND_SETTER_EDIT.format(**text),
+                )
         found.append(stray)
     return found
 
@@ -62,6 +80,35 @@ class ProjectSource:
         others of the project, or under another name it imports it as) and whose methods, or
         those of another of its bases in the project (a mixin), store ``self.<attribute>``;
         ``""`` if none."""
+        for node, names, bases in self._derived(classes, skip):
+            if _stores_self(node, attribute) or any(
+                self._defining(base, set(names), lambda n: _stores_self(n, attribute)) is not None
+                for base in bases - names
+            ):
+                return node.name
+        return ""
+
+    def subclass_setter(
+        self, classes: Sequence[str], attribute: str, skip: Sequence[tuple[str, int]]
+    ) -> str:
+        """As ``subclass_storing``, for a class statement that defines a setter for
+        ``attribute`` (``_setter_in``), in ``FIX_HAND_SETTER``'s words; ``""`` if none."""
+        for node, names, bases in self._derived(classes, skip):
+            if _setter_in(node, attribute):
+                return _setter_in(node, attribute)
+            for base in sorted(bases - names):
+                mixin = self._defining(base, set(names), lambda n: bool(_setter_in(n, attribute)))
+                if mixin is not None:
+                    return _setter_in(mixin, attribute)
+        return ""
+
+    def _derived(
+        self, classes: Sequence[str], skip: Sequence[tuple[str, int]]
+    ) -> Iterator[tuple[ast.ClassDef, set[str], set[str]]]:
+        """Each class statement under the root, none of ``skip`` (file, first line: the classes
+        the run built), that derives from a class named in ``classes`` (through others of the
+        project, or under another name it imports it as), with the names of the classes known
+        to derive from them so far and its bases' names."""
         names = set(classes)
         skipped = {(os.path.abspath(f), line) for f, line in skip}
         done: set[int] = set()
@@ -75,29 +122,29 @@ class ProjectSource:
                 if not names.intersection(bases):
                     continue
                 done.add(id(node))
-                if _stores_self(node, attribute) or any(
-                    self._stores(base, attribute, set(names)) for base in bases - names
-                ):
-                    return node.name
+                yield node, names, bases
                 if node.name not in names:  # a subclass of it may store it: read again
                     names.add(node.name)
                     grown = True
-        return ""
 
-    def _stores(self, name: str, attribute: str, seen: set[str]) -> bool:
-        """Whether a class statement of the project named ``name`` (a mixin), or one of its own
-        bases in the project, stores ``self.<attribute>``."""
+    def _defining(
+        self, name: str, seen: set[str], test: Callable[[ast.ClassDef], bool]
+    ) -> ast.ClassDef | None:
+        """The class statement of the project named ``name`` (a mixin), or one of its own bases
+        in the project, that passes ``test``; None if none."""
         if name in seen:
-            return False
+            return None
         seen.add(name)
         for _, node, aliases in self._statements({name}):
             if node.name != name:
                 continue
-            if _stores_self(node, attribute) or any(
-                self._stores(base, attribute, seen) for base in _base_names(node, aliases)
-            ):
-                return True
-        return False
+            if test(node):
+                return node
+            for base in _base_names(node, aliases):
+                found = self._defining(base, seen, test)
+                if found is not None:
+                    return found
+        return None
 
     def _statements(self, names: set[str]) -> Iterator[tuple[str, ast.ClassDef, dict[str, str]]]:
         """Each class statement of the files that mention one of ``names``, with the names the
@@ -180,6 +227,42 @@ def _stores_self(node: ast.ClassDef, attribute: str) -> bool:
         for function in node.body
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
+
+
+def _setter_in(node: ast.ClassDef, attribute: str) -> str:
+    """What the body of the class statement defines that runs on ``self.<attribute> = ...``:
+    a ``__setattr__``, a property with a setter, or a class attribute of the name made by a
+    call (``property(...)``, any descriptor), in ``FIX_HAND_SETTER``'s words; ``""`` if none."""
+    for statement in node.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if statement.name == "__setattr__":
+                return FIX_SETTER_SETATTR.format(owner=node.name)
+            if mangle(statement.name, node.name) == attribute and any(
+                isinstance(d, ast.Attribute) and d.attr == "setter"
+                for d in statement.decorator_list
+            ):
+                what = "property"
+                return FIX_SETTER_DESCRIPTOR.format(owner=node.name, attribute=attribute, what=what)
+        targets: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets = [statement.target]
+        if (
+            isinstance(statement, (ast.Assign, ast.AnnAssign))
+            and isinstance(statement.value, ast.Call)
+            and any(
+                isinstance(t, ast.Name) and mangle(t.id, node.name) == attribute for t in targets
+            )
+        ):
+            function = statement.value.func
+            what = (
+                "property"
+                if isinstance(function, ast.Name) and function.id == "property"
+                else "data descriptor"
+            )
+            return FIX_SETTER_DESCRIPTOR.format(owner=node.name, attribute=attribute, what=what)
+    return ""
 
 
 def mangle(name: str, owner: str) -> str:

@@ -78,6 +78,9 @@ class Stray:
     fallback). ``subclass``: a subclass in the user's code, none of the run's classes, whose own
     methods store the attribute too (what it stores there the run never saw): loaded
     (``collect``), or in the source under the working directory (``project``, buffer style).
+    ``setter``: what a store runs that ``register_buffer`` skips (``FIX_HAND_SETTER``'s words):
+    a data descriptor of the name or a ``__setattr__`` of the user's, in a class of the MRO or a
+    subclass's; the buffer style lists the name (``project``).
     """
 
     classes: tuple[ClassInfo, ...]
@@ -92,6 +95,7 @@ class Stray:
     plain: str = ""  # base style: kept a plain attribute if its class becomes autoreg's; why
     answers: str = ""  # the class whose __getattr__ may answer for the name (not nn.Module's)
     subclass: str = ""  # a subclass of the user's, outside the run, that stores it too
+    setter: str = ""  # what runs on self.<attribute> = ... and not on register_buffer
 
     @property
     def name(self) -> str:

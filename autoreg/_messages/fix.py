@@ -187,6 +187,19 @@ FIX_HAND_SUBCLASS_EDIT: Final = (
     "tensor, and another name where a subclass stores something else; or --style base"
 )
 
+FIX_HAND_SETTER: Final = (
+    "{setter} runs on self.{attribute} = ..., and register_buffer skips it: the two are not the "
+    "same assignment there"
+)
+
+FIX_SETTER_DESCRIPTOR: Final = "{owner}.{attribute} is a {what} with a setter"
+FIX_SETTER_SETATTR: Final = "{owner}'s own __setattr__"
+
+FIX_HAND_SETTER_EDIT: Final = (
+    "keep self.{attribute} = ... where the setter must see it (register by hand what it "
+    "stores, under its own name), or --style base, whose stores go through it"
+)
+
 FIX_HAND_GETATTR: Final = (
     "{cls}'s own __getattr__ may answer for {attribute}, and register_buffer refuses a name "
     'that hasattr() finds ("attribute already exists")'

@@ -1386,3 +1386,137 @@ def test_a_file_reached_through_a_symbolic_link_to_elsewhere_is_listed_never_edi
         f"Block.mask: stored by Block, defined in {outside / 'blocks.py'} (through a symbolic "
         f"link), outside {project.root}"
     ) in err
+
+
+# A setter that `self.scale = ...` runs and `register_buffer("scale", ...)` skips: in a subclass
+# (a property, another data descriptor, its own __setattr__) or in the class or a base of it.
+SETTERS_ELSEWHERE = {
+    "property": (
+        "Clamped.scale is a property",
+        """\
+from .m import PosEnc
+
+
+class Clamped(PosEnc):
+    @property
+    def scale(self):
+        return self._scale
+
+    @scale.setter
+    def scale(self, value):
+        self._scale = value.clamp(min=0.5)
+""",
+    ),
+    "descriptor": (
+        "Clamped.scale is a data descriptor",
+        """\
+from .m import PosEnc
+
+
+class Clamp:
+    def __get__(self, obj, owner=None):
+        return obj.__dict__["_scale"]
+
+    def __set__(self, obj, value):
+        obj.__dict__["_scale"] = value.clamp(min=0.5)
+
+
+class Clamped(PosEnc):
+    scale = Clamp()
+""",
+    ),
+    "setattr": (
+        "Clamped's own __setattr__",
+        """\
+from .m import PosEnc
+
+
+class Clamped(PosEnc):
+    def __setattr__(self, name, value):
+        self.__dict__.setdefault("_scale", []).append(name)
+        super().__setattr__(name, value)
+""",
+    ),
+}
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["nothing-imports-it", "loaded"])
+@pytest.mark.parametrize("variant", list(SETTERS_ELSEWHERE))
+def test_a_subclass_with_a_setter_for_the_name_holds_the_buffer_style_back(
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str, loaded: bool
+) -> None:
+    """``self.scale = ...`` in ``PosEnc`` runs the setter that ``Clamped`` defines (a property,
+    a descriptor with ``__set__``, its own ``__setattr__``); ``register_buffer`` skips it.
+    Before: ``PosEnc`` got ``register_buffer``, and ``Clamped(4)`` never ran its setter."""
+    words, source = SETTERS_ELSEWHERE[variant]
+    project.write("m", POS_ENC_ALONE + ("\nfrom . import variants  # noqa\n" if loaded else ""))
+    (project.root / project.name / "variants.py").write_text(source)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1
+    assert f"PosEnc.scale: {words}" in err
+    project.load()
+    assert "_scale" in vars(project.load("variants").Clamped(4))  # its setter ran
+
+
+OWN_SETATTR = {
+    "in-the-class": """\
+import torch
+from torch import nn
+
+
+class PosEnc(nn.Module):
+    def __setattr__(self, name, value):
+        if isinstance(value, torch.Tensor):
+            self.__dict__.setdefault("tracked", []).append(name)
+        super().__setattr__(name, value)
+
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = torch.tensor(1.0)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def build():
+    return PosEnc(4), (torch.randn(2, 4),)
+""",
+    "in-a-base": """\
+import torch
+from torch import nn
+
+
+class Tracked(nn.Module):
+    def __setattr__(self, name, value):
+        if isinstance(value, torch.Tensor):
+            self.__dict__.setdefault("tracked", []).append(name)
+        super().__setattr__(name, value)
+
+
+class PosEnc(Tracked):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = torch.tensor(1.0)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def build():
+    return PosEnc(4), (torch.randn(2, 4),)
+""",
+}
+
+
+@pytest.mark.parametrize("variant", list(OWN_SETATTR))
+def test_a_class_with_its_own_setattr_is_not_given_register_buffer(
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str
+) -> None:
+    """A ``__setattr__`` of the class's or of a base of it sees ``self.scale = ...`` and not
+    ``register_buffer``. Before: the buffer style rewrote the store, and ``tracked`` lost it."""
+    project.write("m", OWN_SETATTR[variant])
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 1
+    owner = "PosEnc" if variant == "in-the-class" else "Tracked"
+    assert f"PosEnc.scale: {owner}'s own __setattr__" in err
+    assert project.load().build()[0].tracked == ["scale"]
