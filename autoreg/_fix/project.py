@@ -275,20 +275,46 @@ def mangle(name: str, owner: str) -> str:
     return name
 
 
+def _none_stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
+    """The targets (by id) of ``x.name = None`` in ``function`` that no ``__init__`` call
+    follows: a buffer takes None (nn.Module stores it in ``_buffers``), so such a store is no
+    reason to hold a buffer back, unless a base's ``__init__`` runs after it and would find the
+    attribute there (``register_buffer`` raises KeyError, "attribute ... already exists")."""
+    inits = [
+        node.lineno
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "__init__"
+    ]
+    return {
+        id(node.targets[0])
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Attribute)
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is None
+        and not any(line > node.lineno for line in inits)
+    }
+
+
 def function_stores(
     function: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str, owner: str
 ) -> bool:
     """Whether ``function``, a method of the class ``owner``, stores ``<its first argument>.
     <attribute>``: an assignment (plain, annotated, augmented, a ``for`` or ``with`` target; a
-    private name as Python mangles it), or ``setattr(self, name, ...)`` where ``name`` is
-    ``attribute`` or no literal (it may be)."""
+    private name as Python mangles it; not a None a buffer takes, ``_none_stores``), or
+    ``setattr(self, name, ...)`` where ``name`` is ``attribute`` or no literal (it may be)."""
     arguments = [*function.args.posonlyargs, *function.args.args]
     if not arguments:
         return False
     first = arguments[0].arg
+    harmless = _none_stores(function)
     for node in ast.walk(function):
         if (
             isinstance(node, ast.Attribute)
+            and id(node) not in harmless
             and isinstance(node.ctx, ast.Store)
             and mangle(node.attr, owner) == attribute
             and isinstance(node.value, ast.Name)

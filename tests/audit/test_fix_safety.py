@@ -1520,3 +1520,55 @@ def test_a_class_with_its_own_setattr_is_not_given_register_buffer(
     owner = "PosEnc" if variant == "in-the-class" else "Tracked"
     assert f"PosEnc.scale: {owner}'s own __setattr__" in err
     assert project.load().build()[0].tracked == ["scale"]
+
+
+SUBCLASS_STORES_NONE = {
+    # after construction, or after the base registered the buffer: nn.Module takes None there
+    "reset": "    def reset(self):\n        self.scale = None\n",
+    "after-super": (
+        "    def __init__(self, dim):\n        super().__init__(dim)\n        self.scale = None\n"
+    ),
+    # the base never runs (a subclass building itself, as litgpt's adapters do)
+    "no-base-init": (
+        "    def __init__(self, dim):\n"
+        "        nn.Module.__init__(self)\n"
+        "        self.scale = None\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["nothing-imports-it", "loaded"])
+@pytest.mark.parametrize("where", list(SUBCLASS_STORES_NONE))
+def test_a_subclass_that_stores_none_holds_nothing_back(
+    project: Project, capsys: pytest.CaptureFixture[str], where: str, loaded: bool
+) -> None:
+    """A buffer takes None (litgpt's ``GPT.mask_cache``, which its subclasses set to None): no
+    reason to list the name. Before: listed, "its subclass ... stores it too", and ``.to()``
+    left the tensor behind in the buffer style."""
+    project.write("m", POS_ENC_ALONE + ("\nfrom . import variants  # noqa\n" if loaded else ""))
+    source = "from torch import nn\n\nfrom .m import PosEnc\n\n\nclass Cached(PosEnc):\n"
+    project.write("variants", source + SUBCLASS_STORES_NONE[where])
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert "stores it too" not in err
+    assert status == 0, err
+    project.load()
+    model = project.load("variants").Cached(4)
+    getattr(model, "reset", lambda: None)()
+    if where != "no-base-init":
+        assert "scale" in model._buffers
+
+
+def test_a_subclass_that_stores_none_before_the_base_registers_holds_the_name_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``self.scale = None`` before ``super().__init__()``: ``register_buffer`` would then find
+    the attribute and raise KeyError ("attribute 'scale' already exists"): still listed."""
+    project.write("m", POS_ENC_ALONE)
+    project.write(
+        "variants",
+        "from .m import PosEnc\n\n\nclass Early(PosEnc):\n"
+        "    def __init__(self, dim):\n        self.scale = None\n        super().__init__(dim)\n",
+    )
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "PosEnc.scale: its subclass Early stores it too" in err
