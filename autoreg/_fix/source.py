@@ -276,7 +276,8 @@ def before_init(
 
 def probes(cls: cst.ClassDef, attribute: str) -> bool:
     """Whether ``cls`` asks whether ``attribute`` exists: ``hasattr(x, "a")``,
-    ``getattr(x, "a", default)``, or through ``__dict__`` / ``vars()``."""
+    ``getattr(x, "a", default)``, through ``__dict__`` / ``vars()``, or by reading ``x.a`` in a
+    ``try`` whose handler catches ``AttributeError``."""
     name = m.SimpleString(m.MatchIfTrue(lambda text: literal(text) == attribute))
     asks = m.Call(func=m.Name("hasattr"), args=[m.DoNotCare(), m.Arg(name)]) | m.Call(
         func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(name), m.DoNotCare()]
@@ -288,7 +289,25 @@ def probes(cls: cst.ClassDef, attribute: str) -> bool:
         left=name,
         comparisons=[m.ComparisonTarget(m.In(), m.Attribute(attr=m.Name("__dict__")))],
     )
-    return bool(m.findall(cls, asks | through))
+    if m.findall(cls, asks | through):
+        return True
+    reads = m.Attribute(attr=m.Name(attribute))
+    return any(  # try: self.h / except AttributeError (or anything that catches it)
+        any(_catches_attribute_error(handler.type) for handler in node.handlers)
+        and m.findall(node.body, reads)
+        for node in m.findall(cls, m.Try())
+        if isinstance(node, cst.Try)
+    )
+
+
+def _catches_attribute_error(caught: cst.BaseExpression | None) -> bool:
+    """Whether an ``except`` clause catching ``caught`` (None: a bare ``except:``) catches an
+    ``AttributeError``."""
+    if caught is None:
+        return True
+    if isinstance(caught, cst.Tuple):
+        return any(_catches_attribute_error(element.value) for element in caught.elements)
+    return dotted(caught).rpartition(".")[2] in {"AttributeError", "Exception", "BaseException"}
 
 
 def literal(text: str) -> object:

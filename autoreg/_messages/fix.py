@@ -370,8 +370,8 @@ FIX_HAND_NO_INIT: Final = (
 )
 
 FIX_HAND_PROBED: Final = (
-    "first stored at run time, and {cls} asks hasattr()/getattr() for it: registered in "
-    "__init__, it would always exist"
+    "first stored at run time, and {cls} asks whether it exists (hasattr(), getattr(), or "
+    "except AttributeError): registered in __init__, it would always exist"
 )
 
 FIX_HAND_DECLARE_EDIT: Final = (

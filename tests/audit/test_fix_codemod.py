@@ -184,6 +184,12 @@ def test_a_store_it_cannot_rewrite_safely_is_listed_not_guessed(case: str) -> No
     assert hand == [f"{lineno}: A.mask: {reason}"]
 
 
+PROBED = (
+    "first stored at run time, and A asks whether it exists (hasattr(), getattr(), or except "
+    "AttributeError): registered in __init__, it would always exist"
+)
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -191,16 +197,25 @@ def test_a_store_it_cannot_rewrite_safely_is_listed_not_guessed(case: str) -> No
             "    def __init__(self):\n        super().__init__()\n\n"
             "    def forward(self, x):\n        if not hasattr(self, 'h'):\n"
             "            self.h = x\n        return self.h\n",
-            "first stored at run time, and A asks hasattr()/getattr() for it: registered in "
-            "__init__, it would always exist",
+            PROBED,
         ),
         (
             "    def forward(self, x):\n        self.h = x\n        return x\n",
             "first stored at run time, and A has no __init__ of its own that calls "
             "super().__init__() to register it in",
         ),
+        *(
+            (
+                "    def __init__(self):\n        super().__init__()\n\n"
+                "    def forward(self, x):\n        try:\n            h = self.h\n"
+                f"        except {caught}:\n            h = x\n"
+                "        self.h = x\n        return h\n",
+                PROBED,
+            )
+            for caught in ("AttributeError", "(KeyError, AttributeError)", "Exception")
+        ),
     ],
-    ids=["probed-with-hasattr", "no-init"],
+    ids=["probed-with-hasattr", "no-init", "probed-with-try", "try-tuple", "try-exception"],
 )
 def test_runtime_state_it_cannot_declare_is_listed(body: str, reason: str) -> None:
     source = HEADER + "class A(nn.Module):\n" + body
