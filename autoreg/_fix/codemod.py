@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -57,10 +57,17 @@ def rewrite(source: bytes, filename: str, edits: Sequence[Edit]) -> Rewrite:
 
 
 def _declare_plain(body: cst.BaseSuite, names: list[tuple[str, str]]) -> cst.BaseSuite:
-    """``body`` with ``name: autoreg.Plain  # comment`` for each of ``names`` (name, comment)
-    first (after a docstring)."""
+    """``body`` with each of ``names`` (name, comment) declared ``autoreg.Plain``: an
+    annotation of the name in the body (``running: torch.Tensor``, in a branch of it too) is
+    given that type in place, as the last annotation of a name in a class body is the one
+    ``__annotations__`` keeps; a name the body does not annotate gets
+    ``name: autoreg.Plain  # comment`` first (after a docstring). The class's own annotation
+    overrides a base's for autoreg too (``_declarations.read_declarations``)."""
     if not isinstance(body, cst.IndentedBlock):
         return body
+    plain = dict(names)
+    retyped = _Retype(plain)
+    body = cast("cst.IndentedBlock", body.visit(retyped))
     statements = list(body.body)
     first = statements[0] if statements else None
     docstring = (
@@ -70,15 +77,55 @@ def _declare_plain(body: cst.BaseSuite, names: list[tuple[str, str]]) -> cst.Bas
     )
     lines = [
         cst.SimpleStatementLine(
-            [cst.AnnAssign(cst.Name(name), cst.Annotation(cst.parse_expression("autoreg.Plain")))],
+            [cst.AnnAssign(cst.Name(name), cst.Annotation(_PLAIN))],
             trailing_whitespace=cst.TrailingWhitespace(
                 whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment)
             ),
         )
-        for name, comment in dict(names).items()
+        for name, comment in plain.items()
+        if name not in retyped.found
     ]
     at = 1 if docstring else 0
     return body.with_changes(body=[*statements[:at], *lines, *statements[at:]])
+
+
+_PLAIN: Final = cst.parse_expression("autoreg.Plain")
+_SPACE: Final = cst.SimpleWhitespace("  ")
+
+
+class _Retype(cst.CSTTransformer):
+    """Gives each annotation of one of ``names`` (name: comment) in a class body (not in its
+    methods or nested classes) the type ``autoreg.Plain``, and its line the comment if it has
+    none; ``found``: the names it retyped."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        super().__init__()
+        self.names = names
+        self.found: set[str] = set()
+        self.line: list[str] = []  # the names retyped on the line being visited
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            self.line = []
+        return not isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+    def on_leave(
+        self, original_node: _Node, updated_node: _Node
+    ) -> _Node | cst.RemovalSentinel | cst.FlattenSentinel[_Node]:
+        new: Any = updated_node
+        if isinstance(new, cst.AnnAssign):
+            target = new.target
+            if isinstance(target, cst.Name) and target.value in self.names:
+                self.found.add(target.value)
+                self.line.append(target.value)
+                new = new.with_changes(annotation=new.annotation.with_changes(annotation=_PLAIN))
+        elif isinstance(new, cst.SimpleStatementLine) and self.line:
+            trailing = new.trailing_whitespace
+            if trailing.comment is None:
+                comment = cst.Comment(self.names[self.line[0]])
+                spaced = trailing.with_changes(whitespace=_SPACE, comment=comment)
+                new = new.with_changes(trailing_whitespace=spaced)
+        return cast("_Node | cst.RemovalSentinel | cst.FlattenSentinel[_Node]", new)
 
 
 class _Apply(cst.CSTTransformer):

@@ -84,6 +84,73 @@ def test_the_base_style_keeps_a_complex_tensor_plain_where_autoreg_would_cast_it
     assert (LISTED in err) is not keeps
 
 
+def _removed(out: str) -> list[str]:
+    return [line[1:].strip() for line in out.splitlines() if line[:1] == "-" and line[:3] != "---"]
+
+
+ALIASES = """\
+import torch
+from torch import nn
+
+
+class Base(nn.Module):
+    running: torch.Tensor
+
+
+class Stats(Base):
+    \"\"\"Keeps a running mean, and a second name for it.\"\"\"
+
+    running: torch.Tensor
+    recent: torch.Tensor = None  # a TorchScript attribute
+
+    def __init__(self, n=4):
+        super().__init__()
+        self.proj = nn.Linear(n, n)
+        self.mask = torch.ones(n)
+        self.running = torch.zeros(n)
+        self.recent = self.running
+
+    def forward(self, x):
+        y = self.proj(x) * self.mask
+        if self.training:
+            self.running.mul_(0.9).add_(y.mean(0).detach() * 0.1)
+        return y + self.recent
+
+
+def build():
+    return Stats(), (torch.rand(2, 4),)
+"""
+
+
+def test_the_plain_declaration_fix_writes_replaces_the_class_own_annotation(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last annotation of a name in a class body is the one ``__annotations__`` keeps.
+    Before: ``running: autoreg.Plain`` went first in the body and the class's own
+    ``running: torch.Tensor`` below it won: both names became buffers, which .double() then
+    converted apart, so that ``recent`` no longer saw the running mean's updates."""
+    project.write("m", ALIASES)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build")
+    assert status == 1
+    assert "Stats.recent: " in err
+    alias = "# an alias: .to() would convert a buffer of it apart from its tensor"
+    assert _removed(out) == [
+        "class Stats(Base):",
+        "running: torch.Tensor",
+        "recent: torch.Tensor = None  # a TorchScript attribute",
+    ]
+    assert _added(out) == [
+        "import autoreg",
+        "class Stats(autoreg.AutoRegisterMixin, Base):",
+        f"running: autoreg.Plain  {alias}",
+        "recent: autoreg.Plain = None  # a TorchScript attribute",
+    ]
+    project.fix(capsys, f"{project.name}.m:build", "--write")
+    stats = project.load().Stats().double()
+    assert stats.recent is stats.running
+    assert "running" not in dict(stats.named_buffers())
+
+
 def test_the_probe_says_what_autoreg_does_with_a_complex_tensor() -> None:
     class Table(autoreg.Module):
         def __init__(self) -> None:
