@@ -93,7 +93,9 @@ def make_plan(
                 _keep_plain(plan, stray, stray.plain)
         elif stray.sites and all(site.caller is not None for site in stray.sites):
             _stored_by_package(plan, stray)
-        elif stray.complex and (style == "buffer" or not keeps_complex):
+        elif stray.complex and (style == "buffer" or not keeps_complex or _declared(stray)):
+            # A declared name is a buffer on autoreg (row 9), cast to a real dtype as nn.Module
+            # casts one: only an undeclared one is carried or registered complex (row 10)
             edit = FIX_HAND_COMPLEX_EDIT.format(attribute=stray.attribute)
             _hand(plan, stray, FIX_HAND_COMPLEX, edit)
             if style == "base":  # if its class becomes autoreg's for another name: kept plain
@@ -105,6 +107,12 @@ def make_plan(
     if style == "base":
         _through_bases(plan, strays)
     return plan
+
+
+def _declared(stray: Stray) -> bool:
+    """Whether an annotation of a class of ``stray`` (``freqs_cis: torch.Tensor``, for
+    TorchScript) would declare its name a buffer once that class is autoreg's."""
+    return any(stray.attribute in cls.declared for cls in stray.classes)
 
 
 def _through_bases(plan: Plan, strays: Iterable[Stray]) -> None:

@@ -88,6 +88,34 @@ def _removed(out: str) -> list[str]:
     return [line[1:].strip() for line in out.splitlines() if line[:1] == "-" and line[:3] != "---"]
 
 
+@pytest.mark.parametrize("keeps", [False, True], ids=["autoreg-casts", "autoreg-keeps"])
+def test_the_base_style_keeps_a_complex_tensor_plain_under_a_name_the_class_declares(
+    project: Project,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    keeps: bool,
+) -> None:
+    """Rows 9 and 10: ``freqs: torch.Tensor`` (a TorchScript attribute annotation) declares a
+    buffer once the class is autoreg's, and a declared buffer is cast to a real dtype as
+    nn.Module casts one. Before: where autoreg keeps an undeclared complex tensor complex, the
+    class was made autoreg's with the annotation as it was, and .to(torch.bfloat16) dropped the
+    imaginary part of the table (exit status 0 for the rotary table alone)."""
+    monkeypatch.setattr(cli, "autoreg_keeps_complex", lambda: keeps)
+    declared = ROTARY.replace('features."""\n', 'features."""\n\n    freqs: torch.Tensor\n')
+    project.write("m", declared)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert LISTED in err
+    rotary = project.load().Rotary(4, 8)
+    assert isinstance(rotary, autoreg.AutoRegisterMixin)  # made autoreg's for scale
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nn.Module warns when it drops the imaginary part
+        moved = rotary.to(torch.bfloat16)
+    assert moved.freqs.is_complex()
+    assert moved.scale.dtype == torch.bfloat16
+    assert "freqs: torch.Tensor" not in project.read("m")
+
+
 ALIASES = """\
 import torch
 from torch import nn
