@@ -40,6 +40,8 @@ from .._messages.fix import (
     FIX_HAND_CLASS_ATTRIBUTE,
     FIX_HAND_DEVICE_CACHE,
     FIX_HAND_DEVICE_CACHE_EDIT,
+    FIX_HAND_DTYPE,
+    FIX_HAND_DTYPE_EDIT,
     FIX_HAND_FINDING,
     FIX_HAND_FROM_PRETRAINED,
     FIX_HAND_FROM_PRETRAINED_EDIT,
@@ -61,6 +63,7 @@ from .._messages.fix import (
     FIX_SETTER_SETATTR,
     FIX_WRITTEN,
     PLAIN_COMMENT_ALIAS,
+    PLAIN_COMMENT_DTYPE,
     PLAIN_COMMENT_FROM_PRETRAINED,
 )
 from .._mixin import AutoRegisterMixin
@@ -266,6 +269,13 @@ def _stray(
         return dataclasses.replace(
             hand(FIX_HAND_FROM_PRETRAINED, edit), plain=PLAIN_COMMENT_FROM_PRETRAINED
         )
+    dtype = _own_dtype(value)
+    if dtype:  # chosen on purpose: .to(dtype) converts a buffer, or autoreg's carried state
+        reason = FIX_HAND_DTYPE.format(dtype=dtype, default=_name(torch.get_default_dtype()))
+        edit = FIX_HAND_DTYPE_EDIT.format(**text)
+        return dataclasses.replace(
+            hand(reason, edit), plain=PLAIN_COMMENT_DTYPE.format(dtype=dtype)
+        )
     override = _moves_itself(cls)
     if override is not None:  # its own code may move it already: moved twice once registered
         method, where = override
@@ -287,6 +297,26 @@ def _stray(
         subclass=_stored_by_subclass(cls, attribute),
         setter=_setter(cls, attribute),
     )
+
+
+def _own_dtype(value: object) -> str:
+    """The floating dtype, other than the default one, of a tensor ``value`` holds (a float64
+    schedule): a plain attribute keeps it under ``.half()``, a buffer would not. (A float
+    tensor of the default dtype, a counter ``torch.zeros(())`` too, is converted as nn.Module
+    converts a buffer: the model's dtype is what it was made in.)"""
+    default = torch.get_default_dtype()
+    return next(
+        (
+            _name(t.dtype)
+            for _, t in iter_tensors(value)
+            if t.is_floating_point() and t.dtype != default
+        ),
+        "",
+    )
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _stored_by_subclass(cls: type, attribute: str) -> str:

@@ -158,6 +158,18 @@ FIX_HAND_COMPLEX_EDIT: Final = (
     "already; .to() leaves it where it is"
 )
 
+FIX_HAND_DTYPE: Final = (
+    "a {dtype} tensor, not of the default dtype ({default}): as a buffer, .half() and "
+    ".to(torch.bfloat16) would convert it, where the plain attribute never was, so it stays a "
+    "plain attribute, as before"
+)
+
+FIX_HAND_DTYPE_EDIT: Final = (
+    "move it where forward uses it (self.{attribute}.to(x.device)), unless forward does "
+    "already; or make it a buffer yourself if a converted copy is fine"
+)
+
+PLAIN_COMMENT_DTYPE: Final = "# {dtype}: .to(a dtype) would convert a buffer of it"
 PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"
 PLAIN_COMMENT_FROM_PRETRAINED: Final = "# from_pretrained would give a buffer of it no values"
 PLAIN_COMMENT_ALIAS: Final = "# an alias: .to() would convert a buffer of it apart from its tensor"

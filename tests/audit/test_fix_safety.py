@@ -116,6 +116,58 @@ def test_the_base_style_keeps_a_complex_tensor_plain_under_a_name_the_class_decl
     assert "freqs: torch.Tensor" not in project.read("m")
 
 
+SCHEDULE = """\
+import torch
+from torch import nn
+
+
+class Diffusion(nn.Module):
+    def __init__(self, steps=50):
+        super().__init__()
+        betas = torch.linspace(1e-4, 0.02, steps, dtype=torch.float64)
+        self.alphas = torch.cumprod(1.0 - betas, dim=0)  # float64 on purpose
+        self.scale = torch.ones(4)
+
+    def forward(self, x, t):
+        a = self.alphas[t]
+        return (a.sqrt() * x.double() + (1 - a).sqrt()).to(x.dtype) * self.scale
+
+
+def build():
+    return Diffusion(), (torch.rand(2, 4), torch.tensor(0))
+"""
+
+FLOAT64 = (
+    "Diffusion.alphas: a float64 tensor, not of the default dtype (float32): as a buffer, .half() "
+    "and .to(torch.bfloat16) would convert it, where the plain attribute never was, so it stays "
+    "a plain attribute, as before"
+)
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_float_tensor_not_of_the_default_dtype_stays_plain(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """A float64 schedule computed in float64 on purpose. Before: made a buffer in either
+    style, and .half() then rounded 1 - alphas[0] (0.0001) to 0, where the original kept its
+    float64 table under any .to(dtype)."""
+    project.write("m", SCHEDULE)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", style)
+    assert status == 1
+    assert f"{project.name}/m.py:9: {FLOAT64}" in err
+    assert "alphas.to(x.device)" in err
+    plain = "alphas: autoreg.Plain  # float64: .to(a dtype) would convert a buffer of it"
+    assert _added(out) == (
+        ["import autoreg", "class Diffusion(autoreg.Module):", plain]
+        if style == "base"
+        else ['self.register_buffer("scale", torch.ones(4), persistent=False)']
+    )
+    project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    model = project.load().Diffusion().half()
+    assert model.alphas.dtype == torch.float64
+    assert model.scale.dtype == torch.float16
+
+
 ALIASES = """\
 import torch
 from torch import nn
