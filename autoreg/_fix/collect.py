@@ -508,19 +508,21 @@ def _lives_in(cls: type, where: Callable[[str], bool]) -> bool:
 
 def _class_info(cls: type) -> ClassInfo:
     bases = tuple(_base_kind(base) for base in cls.__bases__)
+    module = issubclass(cls, nn.Module)
     located = _statement_of(cls)
     if located is None:
         try:
             filename = inspect.getsourcefile(cls)
             lines, lineno = inspect.getsourcelines(cls)
         except (OSError, TypeError):
-            return ClassInfo(cls.__qualname__, None, 0, 0, bases)
+            return ClassInfo(cls.__qualname__, None, 0, 0, bases, module=module)
         if filename is None:
-            return ClassInfo(cls.__qualname__, None, 0, 0, bases)
+            return ClassInfo(cls.__qualname__, None, 0, 0, bases, module=module)
         located = (filename, lineno, lineno + len(lines) - 1)
     filename, lineno, end = located
     declared = () if issubclass(cls, AutoRegisterMixin) else buffer_declarations(cls)
-    return ClassInfo(cls.__qualname__, os.path.abspath(filename), lineno, end, bases, declared)
+    path = os.path.abspath(filename)
+    return ClassInfo(cls.__qualname__, path, lineno, end, bases, declared, module=module)
 
 
 def _statement_of(cls: type) -> tuple[str, int, int] | None:

@@ -32,6 +32,8 @@ from .._messages.fix import (
     FIX_HAND_NO_SOURCE_EDIT,
     FIX_HAND_NOT_EDITABLE,
     FIX_HAND_NOT_EDITABLE_EDIT,
+    FIX_HAND_PLAIN_MIXIN,
+    FIX_HAND_PLAIN_MIXIN_EDIT,
     FIX_HAND_STORED_BY_PACKAGE,
     FIX_HAND_STORED_BY_PACKAGE_EDIT,
     FIX_HAND_SUBCLASS,
@@ -138,6 +140,8 @@ def _plan_base(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) ->
         _hand(plan, stray, reason, _modules_edit(stray))
         return
     cls = _storing_class(stray)
+    if not cls.module:  # a plain mixin: the module class, whose construction runs its store
+        cls = stray.classes[0]
     if _editable(plan, stray, cls, root, libraries):
         assert cls.filename is not None  # _editable
         torch_bases = [kind for kind in cls.bases if kind != "other"]
@@ -166,6 +170,13 @@ def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     first stored at run time; ``nn.ModuleList`` / ``nn.ModuleDict`` for modules."""
     attribute = stray.attribute
     built = [site for site in stray.sites if site.construction]
+    mixin = _storing_class(stray)
+    if not mixin.module:  # a plain mixin: classes that are no modules may use its code too
+        holder = stray.classes[0].qualname.rpartition(".")[2]
+        name = mixin.qualname.rpartition(".")[2]
+        reason = FIX_HAND_PLAIN_MIXIN.format(mixin=name)
+        _hand(plan, stray, reason, FIX_HAND_PLAIN_MIXIN_EDIT.format(mixin=name, cls=holder))
+        return
     if stray.kind is Kind.TENSORS:
         reason = FIX_HAND_CONTAINER.format(container=stray.container)
         _hand(plan, stray, reason, FIX_HAND_CONTAINER_EDIT.format(attribute=attribute))

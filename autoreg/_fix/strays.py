@@ -49,7 +49,8 @@ class ClassInfo:
     itself (``"module"``), another ``torch.nn`` class (``"torch"``) or anything else;
     ``declared``: the names its own annotations would declare buffers if it used autoreg
     (``_declarations.buffer_declarations``); ``seen``: ``(name, line, value)`` of each store of
-    them in its file that the run saw (what ``Site.value`` says it stored)."""
+    them in its file that the run saw (what ``Site.value`` says it stored); ``module``: whether
+    it is an ``nn.Module`` subclass (a plain mixin is not)."""
 
     qualname: str
     filename: str | None
@@ -58,6 +59,7 @@ class ClassInfo:
     bases: tuple[str, ...]
     declared: tuple[str, ...] = ()  # what its annotations would declare buffers, made autoreg's
     seen: tuple[tuple[str, int, str], ...] = ()  # the stores of those the run saw
+    module: bool = True  # an nn.Module subclass (else a plain mixin: no buffer goes in it)
 
     def holds(self, site: Site) -> bool:
         return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno

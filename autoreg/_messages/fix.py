@@ -199,6 +199,16 @@ FIX_HAND_SUBCLASS_EDIT: Final = (
     "tensor, and another name where a subclass stores something else; or --style base"
 )
 
+FIX_HAND_PLAIN_MIXIN: Final = (
+    "stored by {mixin}, which is not a module (a plain mixin, which classes that are no modules "
+    "may use too): register_buffer there would raise in those"
+)
+
+FIX_HAND_PLAIN_MIXIN_EDIT: Final = (
+    "make {cls} an autoreg class (--style base): the store {mixin} makes while {cls} is built "
+    "is then registered, and {mixin} stays as it is"
+)
+
 FIX_HAND_SETTER: Final = (
     "{setter} runs on self.{attribute} = ..., and register_buffer skips it: the two are not the "
     "same assignment there"

@@ -1719,3 +1719,77 @@ def test_a_subclass_that_stores_none_before_the_base_registers_holds_the_name_ba
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
     assert status == 1
     assert "PosEnc.scale: its subclass Early stores it too" in err
+
+
+PLAIN_MIXIN_STATS = """\
+import torch
+
+
+class RunningStats{bases}:
+    \"\"\"A running mean, kept by modules and by a data pipeline alike.\"\"\"
+
+    def init_stats(self, n):
+        self.mean = torch.zeros(n)
+        self.count = 0
+
+    def update(self, x):
+        self.count += 1
+        self.mean += (x.mean(0) - self.mean) / self.count
+"""
+
+PLAIN_MIXIN_MODEL = """\
+import torch
+from torch import nn
+
+from .stats import RunningStats
+
+
+class Norm(RunningStats, nn.Module):
+    def __init__(self, n=4):
+        nn.Module.__init__(self)
+        self.lin = nn.Linear(n, n)
+        self.init_stats(n)
+
+    def forward(self, x):
+        if self.training:
+            self.update(x.detach())
+        return self.lin(x - self.mean)
+
+
+class Tracker(RunningStats):  # not a module
+    def __init__(self, n):
+        self.init_stats(n)
+
+
+def build():
+    return Norm(), (torch.randn(2, 4),)
+"""
+
+
+@pytest.mark.parametrize("bases", ["(object)", ""], ids=["object", "bare"])
+@pytest.mark.parametrize("style", ["buffer", "base"])
+def test_a_tensor_a_plain_mixin_stores_is_never_made_a_buffer_in_the_mixin(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str, bases: str
+) -> None:
+    """``RunningStats`` is no module, and a data pipeline uses it too. Before: the buffer style
+    wrote ``self.register_buffer`` in it (``Tracker`` raised AttributeError), and the base
+    style proposed ``class RunningStats(autoreg.AutoRegisterMixin, object)``, which cannot be
+    imported (put back, unexplained), or listed the bare class with an edit that cannot work.
+    Now the mixin is left as it is: the base style makes the module class autoreg's (its
+    construction runs the mixin's store, which autoreg registers), the buffer style lists it."""
+    project.write("stats", PLAIN_MIXIN_STATS.format(bases=bases))
+    project.write("m", PLAIN_MIXIN_MODEL)
+    stats = project.read("stats")
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert project.read("stats") == stats
+    loaded = project.load()
+    tracker = loaded.Tracker(4)
+    tracker.update(torch.ones(3, 4))
+    assert tracker.mean.tolist() == [1.0] * 4
+    if style == "base":
+        assert status == 0, err
+        assert "class Norm(RunningStats, autoreg.Module):" in project.read("m")
+        assert loaded.Norm().double().mean.dtype == torch.float64
+    else:
+        assert status == 1
+        assert "Norm.mean: stored by RunningStats, which is not a module" in err, err
