@@ -32,6 +32,8 @@ from .._messages.fix import (
     FIX_HAND_DELETED,
     FIX_HAND_DELETED_EDIT,
     FIX_HAND_HELD_BACK,
+    FIX_HAND_INIT_SUBCLASS,
+    FIX_HAND_INIT_SUBCLASS_EDIT,
     FIX_HAND_LOOP,
     FIX_HAND_MIXED_EDIT,
     FIX_HAND_MODULES_EDIT,
@@ -138,6 +140,10 @@ class Changes:
             return  # already done
         if any(arg.star for arg in bases) or len(bases) != len(edit.cls.bases):
             refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
+            return
+        if _hides_subclasses(cls):
+            name = edit.cls.qualname.rpartition(".")[2]
+            refuse(FIX_HAND_INIT_SUBCLASS, FIX_HAND_INIT_SUBCLASS_EDIT.replace("{cls}", name))
             return
         refusing = self._refusing_declared(cls, edit)
         if refusing is not None:  # an annotation would declare a buffer a store then fails
@@ -426,6 +432,17 @@ class Changes:
         line = cst.SimpleStatementLine([cst.Expr(call)])
         self.after.setdefault(body[start].node, []).append(line)
         self.made.append(edit)
+
+
+def _hides_subclasses(cls: cst.ClassDef) -> bool:
+    """Whether ``cls`` defines an ``__init_subclass__`` that calls no ``__init_subclass__``
+    (a registry's): made autoreg's, autoreg's own would not run for its subclasses."""
+    return any(
+        isinstance(node, cst.FunctionDef)
+        and node.name.value == "__init_subclass__"
+        and not m.findall(node, m.Call(func=m.Attribute(attr=m.Name("__init_subclass__"))))
+        for node in cls.body.body
+    )
 
 
 def _other(

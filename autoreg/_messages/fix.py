@@ -199,6 +199,15 @@ FIX_HAND_SUBCLASS_EDIT: Final = (
     "tensor, and another name where a subclass stores something else; or --style base"
 )
 
+FIX_HAND_INIT_SUBCLASS: Final = (
+    "its __init_subclass__ does not call super().__init_subclass__(): autoreg would not see "
+    "its subclasses, which would raise ClassDefinitionError when built"
+)
+
+FIX_HAND_INIT_SUBCLASS_EDIT: Final = (
+    "call super().__init_subclass__(**kwargs) in {cls}.__init_subclass__, then run fix again"
+)
+
 FIX_HAND_PLAIN_MIXIN: Final = (
     "stored by {mixin}, which is not a module (a plain mixin, which classes that are no modules "
     "may use too): register_buffer there would raise in those"

@@ -1793,3 +1793,53 @@ def test_a_tensor_a_plain_mixin_stores_is_never_made_a_buffer_in_the_mixin(
     else:
         assert status == 1
         assert "Norm.mean: stored by RunningStats, which is not a module" in err, err
+
+
+REGISTRY = """\
+import torch
+from torch import nn
+
+LAYERS = {{}}
+
+
+class Layer(nn.Module):
+    def __init_subclass__(cls, name=None{kwargs}):
+        {call}LAYERS[name or cls.__name__.lower()] = cls
+
+    def __init__(self, n=4):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.scale = torch.full((n,), 0.5)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+class Gated(Layer, name="gated"):
+    pass
+
+
+def build():
+    return LAYERS["gated"](), (torch.randn(2, 4),)
+"""
+
+
+@pytest.mark.parametrize("calls", [False, True], ids=["without-super", "with-super"])
+def test_a_class_whose_init_subclass_calls_no_super_is_not_made_autoregs(
+    project: Project, capsys: pytest.CaptureFixture[str], calls: bool
+) -> None:
+    """A registry's ``__init_subclass__`` that does not call ``super().__init_subclass__()``:
+    made ``autoreg.Module``, its subclasses raised ClassDefinitionError when built (fix exited
+    0). Listed now; one that calls it is rewritten."""
+    call = "super().__init_subclass__(**kwargs)\n        " if calls else ""
+    project.write("m", REGISTRY.format(kwargs=", **kwargs" if calls else "", call=call))
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "base", "--write")
+    if calls:
+        assert status == 0, err
+        assert "class Layer(autoreg.Module):" in project.read("m")
+    else:
+        assert status == 1
+        assert "Layer: its __init_subclass__ does not call super().__init_subclass__()" in err
+        assert "class Layer(nn.Module):" in project.read("m")
+    model = project.load().LAYERS["gated"]()
+    assert model.double().scale.dtype == (torch.float64 if calls else torch.float32)
