@@ -111,6 +111,7 @@ from ._messages.audits import (
     NOT_A_MODULE_CLASS_HINT,
     OWN_APPLY_FAILED,
     OWN_APPLY_TOO_LARGE,
+    SCRIPTED_MODULE,
 )
 from ._messages.describe import A_CLASS, describe, dtype_name
 from ._mixin import AutoRegisterMixin
@@ -521,6 +522,9 @@ def _array(
 
 
 def check_module(module: object, function: str) -> None:
+    if isinstance(module, torch.jit.ScriptModule):  # an nn.Module whose state autoreg cannot read
+        cls = type(module).__name__
+        raise NotAModuleError(SCRIPTED_MODULE.format(what=f"{function}() got", cls=cls))
     if isinstance(module, nn.Module):
         return
     hint = ""

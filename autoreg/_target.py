@@ -23,10 +23,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 
 from ._cli import UsageError, prog
 from ._frames import error_line, location, short_path
+from ._messages.audits import SCRIPTED_MODULE
 from ._messages.cli import (
     FACTORY_NOT_A_MODULE,
     FACTORY_RAISED,
@@ -63,17 +65,23 @@ def load(target: str) -> Target:
     """Import and call what ``target`` names; raise ``UsageError`` with the reason if it does
     not give a module, ``(model, args)`` or ``(model, args, kwargs)``."""
     value, called = _resolve(target)
+    built: Target | None = None
     if isinstance(value, nn.Module):
-        return Target(target, value, called=called)
-    if called and isinstance(value, tuple) and len(value) in (2, 3):
+        built = Target(target, value, called=called)
+    elif called and isinstance(value, tuple) and len(value) in (2, 3):
         model, args, kwargs = (*value, {}) if len(value) == 2 else value
         if (
             isinstance(model, nn.Module)
             and isinstance(args, (tuple, list))
             and isinstance(kwargs, dict)
         ):
-            return Target(target, model, tuple(args), kwargs)
-    raise UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=describe_object(value)))
+            built = Target(target, model, tuple(args), kwargs)
+    if built is None:
+        raise UsageError(FACTORY_NOT_A_MODULE.format(target=target, value=describe_object(value)))
+    if isinstance(built.model, torch.jit.ScriptModule):
+        cls = type(built.model).__name__
+        raise UsageError(SCRIPTED_MODULE.format(what=f"{target!r} gives", cls=cls))
+    return built
 
 
 def load_function(target: str) -> Callable[..., Any]:

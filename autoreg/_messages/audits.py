@@ -9,6 +9,14 @@ from typing import Final
 NOT_A_MODULE: Final = """\
 {function}() takes an nn.Module instance, got {value}.{hint}"""
 
+# A TorchScript module, given to an audit function ("find_unregistered() got") or built by a
+# command line target ("'pkg.mod:build' gives").
+SCRIPTED_MODULE: Final = """\
+{what} a TorchScript module ({cls}, from torch.jit.script or torch.jit.trace), which autoreg \
+cannot read: its attributes live in TorchScript, where a tensor .to() leaves behind cannot be \
+told from a buffer. Audit the module before scripting it (a factory that returns it \
+unscripted)."""
+
 NOT_A_MODULE_CLASS_HINT: Final = """
 Pass an instance, not the class: {function}({cls}(...))"""
 

@@ -13,6 +13,8 @@ from autoreg.__main__ import main
 from tests.audit.support import modules_in, run_cli
 
 MODELS = """\
+import warnings
+
 import torch
 from torch import nn
 
@@ -55,6 +57,12 @@ def raises():
 
 def returns_int():
     return 3
+
+
+def scripted():
+    with warnings.catch_warnings():  # torch.jit is deprecated from torch 2.13 on
+        warnings.simplefilter("ignore")
+        return torch.jit.trace(nn.Linear(2, 2), torch.ones(1, 2))
 
 
 NOT_CALLABLE = 3
@@ -166,6 +174,12 @@ def test_exit_status_2_and_one_message_without_a_traceback_for_a_usage_error(
             "cli_models:returns_int",
             r"^cli_models:returns_int\(\) returned 3, not an nn.Module$",
         ),
+        (
+            "cli_models:scripted",
+            r"^'cli_models:scripted' gives a TorchScript module \(TopLevelTracedModule, from "
+            r"torch.jit.script or torch.jit.trace\), which autoreg cannot read: .* Audit the "
+            r"module before scripting it \(a factory that returns it unscripted\).$",
+        ),
     ],
     ids=[
         "no-colon",
@@ -183,6 +197,7 @@ def test_exit_status_2_and_one_message_without_a_traceback_for_a_usage_error(
         "factory-needs-arguments",
         "factory-raises",
         "returns-a-non-module",
+        "returns-a-torchscript-module",
     ],
 )
 def test_usage_errors_exit_2_with_one_clear_line(

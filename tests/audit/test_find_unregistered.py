@@ -523,6 +523,30 @@ def test_something_other_than_a_module_is_refused(value: object, message: str) -
     assert isinstance(caught.value, autoreg.AutoRegisterError)
 
 
+def test_a_torchscript_module_is_refused_not_reported_clean() -> None:
+    """Its plain tensor attributes live in TorchScript (scripted: read through ``_c``; traced:
+    constants of the graph): before, the audits found nothing, and ``.to()`` left ``mask``
+    behind."""
+
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.mask = torch.ones(2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) * self.mask
+
+    with warnings.catch_warnings():  # torch.jit is deprecated from torch 2.13 on
+        warnings.simplefilter("ignore")
+        scripted = torch.jit.trace(Masked(), torch.ones(1, 2))
+    message = r"^find_unregistered\(\) got a TorchScript module \(TopLevelTracedModule, "
+    with pytest.raises(NotAModuleError, match=message):
+        autoreg.find_unregistered(scripted)
+    with pytest.raises(NotAModuleError, match=r"^audit_forward\(\) got a TorchScript module"):
+        autoreg.audit_forward(scripted, torch.ones(1, 2))
+
+
 # --- the audit agrees with .to() -----------------------------------------------------------------
 
 
