@@ -194,6 +194,16 @@ class ProjectSource:
                 for alias in node.names
                 if alias.asname
             }
+            for node in tree.body:  # Base = m.Scaled: a class under another name, assigned
+                if (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                ):
+                    value = node.value
+                    name = value.id if isinstance(value, ast.Name) else value.attr
+                    aliases[node.targets[0].id] = aliases.get(name, name)
             classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
             self._parsed[filename] = _Parsed(classes, aliases)
         return self._parsed[filename]
@@ -202,7 +212,7 @@ class ProjectSource:
 @dataclasses.dataclass(frozen=True)
 class _Parsed:
     classes: list[ast.ClassDef]
-    aliases: dict[str, str]  # the name a file imports a class under -> its own name
+    aliases: dict[str, str]  # the name a file imports or assigns a class under -> its own name
 
 
 def _first_line(node: ast.ClassDef) -> int:
@@ -212,7 +222,7 @@ def _first_line(node: ast.ClassDef) -> int:
 
 def _base_names(node: ast.ClassDef, aliases: dict[str, str]) -> Iterator[str]:
     """The last name of each base: ``PosEnc`` for ``PosEnc``, ``m.PosEnc``, and ``Alias`` where
-    the file imports ``PosEnc as Alias``."""
+    the file imports ``PosEnc as Alias`` or assigns ``Alias = m.PosEnc``."""
     for base in node.bases:
         if isinstance(base, ast.Name):
             yield aliases.get(base.id, base.id)

@@ -1163,6 +1163,17 @@ _end = SUBCLASS_STORES_A_FLOAT.index("def build")
 POS_ENC_ALONE = SUBCLASS_STORES_A_FLOAT[:_start] + SUBCLASS_STORES_A_FLOAT[_end:]
 
 SUBCLASS_ELSEWHERE = {
+    "assigned-alias": """\
+from . import m
+
+Base = m.PosEnc
+
+
+class FixedScale(Base):
+    def __init__(self, dim, scale=2.0):
+        super().__init__(dim)
+        self.scale = scale
+""",
     "imported-name": """\
 from .m import PosEnc
 
