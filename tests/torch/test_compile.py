@@ -577,6 +577,12 @@ class TwinDropping(nn.Module):
         self.lin = nn.Linear(3, 3)
 
 
+@pytest.mark.xfail(
+    torch.__version__ < "2.13",
+    strict=False,  # measured on 2.5.1 and 2.13 only: the versions between are not known
+    reason="not mended (compatibility.md): dynamo before 2.13 recursed inside autoreg's "
+    "__delattr__ in a compiled forward (RecursionError on 2.5.1)",
+)
 @BACKENDS
 @pytest.mark.parametrize("held", ["tensor", "list"])
 def test_a_carried_name_deleted_in_a_compiled_forward_is_gone_as_on_the_twin(
