@@ -8,7 +8,7 @@ from typing import Any, Literal
 from .._frames import location
 from .._messages.audits import FORWARD_FINDING, OP_AT, OP_AT_LINE, STORED_FINDING
 
-__all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "Stored", "op_where"]
+__all__ = ["ForwardFinding", "Kind", "ModeChoice", "ModeName", "Stored", "op_where", "operation_at"]
 
 Kind = Literal["device", "dtype", "stored"]
 # What forward stored, for a "stored" finding: a tensor that is state of a run (a plain one, or an
@@ -84,8 +84,15 @@ class ForwardFinding:
 
 def op_where(finding: ForwardFinding) -> str:
     """The operation that mixed the stray in, with its line when that is another line."""
-    if (finding.op_filename, finding.op_lineno) == (finding.filename, finding.lineno):
-        return finding.op
-    if finding.op_filename == finding.filename:
-        return OP_AT_LINE.format(op=finding.op, lineno=finding.op_lineno)
-    return OP_AT.format(op=finding.op, where=location(finding.op_filename, finding.op_lineno))
+    at = (finding.op_filename, finding.op_lineno)
+    return operation_at(finding.op, at, (finding.filename, finding.lineno)) or finding.op
+
+
+def operation_at(op: str, at: tuple[str, int], stray: tuple[str, int]) -> str | None:
+    """``op`` at ``at`` (file, line), said from the stray's line ``stray``: ``op (line 20)`` in
+    the same file, ``op (file.py:20)`` in another; None on the stray's own line."""
+    if at == stray:
+        return None
+    if at[0] == stray[0]:
+        return OP_AT_LINE.format(op=op, lineno=at[1])
+    return OP_AT.format(op=op, where=location(*at))

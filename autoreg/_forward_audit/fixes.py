@@ -22,7 +22,6 @@ import torch
 from torch import nn
 
 from .._audit import Finding
-from .._frames import location
 from .._messages.audits import (
     FIX_ATTRIBUTE,
     FIX_CAST,
@@ -45,8 +44,6 @@ from .._messages.audits import (
     FIX_RANDOM_LIKE,
     FIX_STORED,
     FIX_STORED_CONTAINER,
-    OP_AT,
-    OP_AT_LINE,
     OP_HERE,
     RETURNED,
     WHY_DEVICE,
@@ -56,7 +53,7 @@ from .._messages.audits import (
 )
 from .._messages.describe import dtype_name
 from .._mixin import AutoRegisterMixin
-from .finding import ForwardFinding, Kind, ModeName, Stored
+from .finding import ForwardFinding, Kind, ModeName, Stored, operation_at
 from .sites import Site
 
 __all__ = ["Record", "Records", "finish", "record", "stored_fix"]
@@ -209,12 +206,9 @@ def _fix(group: list[Record]) -> str:
 
 def _met_at(entry: Record) -> str:
     """The operation that met ``entry``'s stray, with where it is when not on the stray's line."""
-    site, (filename, lineno) = entry.site, entry.op_line
-    if (filename, lineno) == (site.filename, site.lineno):
-        return OP_HERE.format(op=entry.op)
-    if filename == site.filename:
-        return OP_AT_LINE.format(op=entry.op, lineno=lineno)
-    return OP_AT.format(op=entry.op, where=location(filename, lineno))
+    site = entry.site
+    where = operation_at(entry.op, entry.op_line, (site.filename, site.lineno))
+    return where or OP_HERE.format(op=entry.op)
 
 
 def _relative(path: str, module_path: str) -> str:
