@@ -98,12 +98,14 @@ def map_tensors(
     tuples are rebuilt when an item changed (named tuples with ``_make``, which bypasses a custom
     ``__new__``). Each container is visited once, so shared and cyclic structures are safe, and
     at any depth (the walk keeps its own stack). Nothing is changed unless every conversion
-    succeeds: an exception from ``convert`` or from rebuilding a tuple leaves ``value`` as it
-    was. ``moved_by_own_to``, if given, converts a tuple that defines its own ``.to()`` (a
+    succeeds: an exception from ``convert``, from rebuilding a tuple or from a write into a list or
+    dict (a subclass that refuses one) leaves ``value`` as it was, the writes already made taken
+    back. ``moved_by_own_to``, if given, converts a tuple that defines its own ``.to()`` (a
     ``PackedSequence``) as a whole.
     """
     new_of: dict[int, Any] = {}  # id(container) -> what it becomes
-    writes: list[tuple[Any, Any, Any]] = []  # (list or dict, key, new item): applied at the end
+    # (list or dict, key, old item, new item): applied at the end
+    writes: list[tuple[Any, Any, Any, Any]] = []
     # One frame per container being walked: [container, its (key, item) entries, the new items]
     stack: list[tuple[Any, list[tuple[Any, Any]], list[Any]]] = []
 
@@ -131,7 +133,7 @@ def map_tensors(
         """What a container whose items were all walked becomes."""
         if isinstance(item, (list, dict)):
             writes.extend(
-                (item, key, new)
+                (item, key, old, new)
                 for (key, old), new in zip(entries, news, strict=True)
                 if new is not old
             )
@@ -159,8 +161,13 @@ def map_tensors(
             stack[-1][2].append(new)
         else:
             result = new
-    for container, key, new in writes:
-        container[key] = new
+    for done, (container, key, _, new) in enumerate(writes):
+        try:
+            container[key] = new
+        except BaseException:
+            for written, at, old, _ in reversed(writes[:done]):
+                written[at] = old
+            raise
     return result  # type: ignore[no-any-return]
 
 

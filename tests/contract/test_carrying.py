@@ -178,6 +178,31 @@ def test_property_7_a_value_that_cannot_be_rebuilt_is_left_and_the_rest_converte
         assert said == []
 
 
+class Frozen(dict):  # type: ignore[type-arg]
+    """A dict that refuses to be changed once made (as torch.fx's ``immutable_dict``)."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        raise TypeError(f"{type(self).__name__} is immutable")
+
+
+@pytest.mark.parametrize("cls", [Layer, WarnLayer], ids=["register", "warn"])
+def test_property_7_a_container_that_refuses_a_write_is_left_whole(cls: type[Layer]) -> None:
+    """A carried list holding a dict that takes the converted tensor and one that refuses it:
+    the value is left as it was, whole, never half converted (the first dict's write was kept:
+    one carried value in two dtypes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)  # what warn mode carries
+        layer = cls()
+        layer.state = [{"a": torch.ones(2)}, Frozen(b=torch.ones(2))]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        layer.double()
+    assert [layer.state[0]["a"].dtype, layer.state[1]["b"].dtype] == [torch.float32] * 2
+    assert layer.table.dtype == torch.float64  # the rest of .to() was done
+    said = [str(w.message) for w in caught if w.category is autoreg.AutoRegisterWarning]
+    assert len(said) == (1 if cls is WarnLayer else 0)
+
+
 @pytest.mark.parametrize("warn", [False, True], ids=["register", "warn"])
 def test_property_7_a_tensor_that_escaped_vmap_does_not_stop_to(warn: bool) -> None:
     """A forward run under torch.func.vmap stores a BatchedTensor, dead once vmap returns: .to()
