@@ -7,6 +7,10 @@ with ``ExportError`` (rows 8 to 11); ``nn.Module`` has the same leak, silently.
 
 Detection needs ``torch.compiler.is_exporting`` (torch >= 2.7); on older torch nothing is detected.
 Strict export traces with dynamo and leaves the module untouched: it is never refused.
+
+A name deleted before the assignment (``del self.h; self.h = new``) is new to autoreg, whether the
+module held it when export began (export restores it) or not (the fake would stay): autoreg cannot
+tell the two, refuses both, and says to assign without deleting.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import torch
 from torch import nn
 
 from ._errors import ExportError
-from ._messages.contract import NEW_NAME_DURING_EXPORT
+from ._messages.contract import DELETED_NAME_DURING_EXPORT, NEW_NAME_DURING_EXPORT
 from ._messages.describe import describe
+from ._state import role_key
 from ._walk import iter_tensors
 
 __all__ = ["refuse_while_exporting"]
@@ -36,8 +41,7 @@ def refuse_while_exporting(module: nn.Module, name: str, value: object, action: 
             return  # a container without tensors: nothing fake stays behind
         path, tensor = first
         what = f"{type(value).__name__} holding {name}{path} = {describe(tensor)}"
-    raise ExportError(
-        NEW_NAME_DURING_EXPORT.format(
-            action=action, cls=type(module).__name__, name=name, value=what
-        )
-    )
+    deleted = module.__dict__.get(role_key(name), False) is None  # its role, since ``del``
+    message = DELETED_NAME_DURING_EXPORT if deleted else NEW_NAME_DURING_EXPORT
+    cls = type(module).__name__
+    raise ExportError(message.format(action=action, cls=cls, name=name, value=what))

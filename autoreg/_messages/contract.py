@@ -151,6 +151,14 @@ Create '{name}' before exporting, whichever fits:
     module(example_input)            # run it once: '{name}' then exists and export restores it
 or export with torch.export.export(..., strict=True), which leaves the module untouched."""
 
+DELETED_NAME_DURING_EXPORT: Final = """\
+cannot {action} {cls}.{name} = {value} while non-strict torch.export traces forward: '{name}' was \
+deleted (del) before this store, which makes it a new name to autoreg, and export restores only \
+the attributes the module had before tracing: if this export began without '{name}', it would \
+keep a fake tensor, and autoreg cannot tell. Store the new value without deleting the old one:
+    self.{name} = ...   # in place of: del self.{name}; self.{name} = ...
+or export with torch.export.export(..., strict=True), which leaves the module untouched."""
+
 # --- BufferList and BufferDict -------------------------------------------------------------------
 
 NOT_A_TENSOR: Final = """\

@@ -350,3 +350,27 @@ def test_non_strict_export_after_a_first_call_restores_the_runtime_tensor() -> N
     assert not _fake_tensors(module)
     module.double()
     assert module.cache.dtype == torch.float64  # still carried
+
+
+class Replacing(autoreg.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + self.h
+        del self.h  # the old state dropped, then the new one stored
+        self.h = y.detach()
+        return y
+
+
+@pytest.mark.requires_torch(
+    HAS_IS_EXPORTING,
+    reason="no torch.compiler.is_exporting: autoreg cannot tell non-strict export from eager",
+)
+def test_non_strict_export_of_a_store_after_del_says_to_store_without_del() -> None:
+    """``del self.h; self.h = new`` while non-strict export traces, ``h`` carried before: a name
+    deleted is new to autoreg, which cannot tell whether export began with it (it would be
+    restored) or not (the fake would stay), and refuses. The message said "Create 'h' before
+    exporting", which the module had done; it says what to write instead."""
+    module = Replacing()
+    module.h = torch.zeros(3)
+    with pytest.raises(autoreg.ExportError, match=r"'h' was deleted \(del\) before this store"):
+        torch.export.export(module, (torch.ones(2, 3),), strict=False)
+    assert not _fake_tensors(module)
