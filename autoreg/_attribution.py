@@ -49,7 +49,7 @@ from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import ClassRecord
 from ._state import FRAMEWORK, MODEL, PASS
 
-__all__ = ["CONSTANT_RESULT", "attribute", "compiled_attribution", "judge_codes"]
+__all__ = ["CONSTANT_RESULT", "attribute", "compiled_attribution", "inlined_codes", "judge_codes"]
 
 # What torch.compiler.assume_constant_result sets on a function: dynamo calls such a function while
 # it traces, and puts its result in the graph as a constant.
@@ -91,7 +91,7 @@ def compiled_attribution(cls: type) -> str:
     tell nothing. When dynamo's tracing state cannot be read, it cannot tell: nn.Module's rules."""
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     codes = record.codes if record.codes is not None else judge_codes(record)
-    inlined = _inlined_codes()
+    inlined = inlined_codes()
     if inlined is None:
         return FRAMEWORK
     roots = record.roots
@@ -114,7 +114,7 @@ def compiled_attribution(cls: type) -> str:
 setattr(compiled_attribution, CONSTANT_RESULT, True)
 
 
-def _inlined_codes() -> list[types.CodeType] | None:
+def inlined_codes() -> list[types.CodeType] | None:
     """The code objects dynamo is tracing, innermost first (the function it inlines last, ...,
     the function it compiles); None when its state cannot be read."""
     try:

@@ -99,7 +99,8 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
 
 def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
-    names it has carried (a name leaves it only when it is deleted). A name is added to the list
+    names it has carried (a name never leaves it: its role says whether it is carried now). A
+    name is added to the list
     in place (a model that makes up names as it runs would copy it at every new one), where a
     copy that bypassed autoreg's hooks may see it: the copy's own roles say what it carries
     (``_state``)."""
@@ -117,7 +118,27 @@ def carry(module: nn.Module, name: str) -> None:
     if names is None:
         object.__setattr__(module, CARRYING, {name: key})
     elif name not in names:
+        size = len(names)
+        if size >= _PRUNE_FROM and not size & (size - 1):  # at each power of two: amortized O(1)
+            names = _pruned(module, names)
         names[name] = key
+
+
+_PRUNE_FROM: Final = 16
+
+
+def _pruned(module: nn.Module, names: dict[str, str]) -> dict[str, str]:
+    """The instance's list of carried names without those it no longer carries (deleted, or
+    given up), whose role keys holding None (a deleted name's) go too: a model that makes up a
+    name at every step and deletes it keeps a bounded list. A new dict: a copy that holds the old
+    one keeps it (_state)."""
+    d = module.__dict__
+    kept = {n: k for n, k in names.items() if d.get(k) == CARRIED}
+    for n, k in names.items():
+        if n not in kept and k in d and d[k] is None:
+            del d[k]
+    d[CARRYING] = kept
+    return kept
 
 
 def listed(module: nn.Module) -> dict[str, str]:

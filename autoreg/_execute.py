@@ -250,6 +250,8 @@ def _give_up(module: nn.Module, record: ClassRecord, name: str) -> None:
     4: the first assignment decides)."""
     if record.attributes:
         object.__setattr__(module, role_key(name), MODEL)
+    elif _is_compiling():  # dynamo cannot trace a deletion here: None reads as no role
+        object.__setattr__(module, role_key(name), None)
     else:
         object.__delattr__(module, role_key(name))
 

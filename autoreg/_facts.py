@@ -30,7 +30,7 @@ from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
-from ._attribution import attribute, compiled_attribution
+from ._attribution import CONSTANT_RESULT, attribute, compiled_attribution, inlined_codes
 from ._record import CACHE_LIMIT, ClassRecord
 from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
 from ._walk import CONTAINERS
@@ -57,6 +57,7 @@ __all__ = [
     "Kind",
     "Registry",
     "Situation",
+    "compiled_torch_assigns",
     "defines_torch_function",
     "is_compiling",
     "kind_of",
@@ -267,6 +268,31 @@ def read_torch_assigners() -> None:
                 found = _code(function)
                 TORCH_ASSIGNS[id(found)] = found
         TORCH_UNREAD.pop(name, None)
+
+
+def compiled_torch_assigns(cls: type, name: str) -> bool:
+    """Whether the first store of a tensor or container under ``name``, new to an instance of
+    ``cls``, that dynamo is tracing is made by torch's own code (``TORCH_ASSIGNS``:
+    ``functional_call`` inside a compiled function), as the mixin's ``__setattr__`` reads it from
+    the caller's frame in eager code: the first function dynamo inlines below the ``__setattr__``
+    overrides of the instance's classes. Called by dynamo while it traces, never at run time (its
+    answer is a constant of the compiled code). A declared name is the model's. Where dynamo's
+    tracing state cannot be read, the store is the model's, as in eager code when no frame of
+    torch's makes it."""
+    record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
+    if name in record.declarations:
+        return False
+    for unread in tuple(TORCH_UNREAD):
+        if unread in sys.modules:
+            read_torch_assigners()
+            break
+    for code in inlined_codes() or ():
+        if id(code) not in record.setattr_codes:
+            return id(code) in TORCH_ASSIGNS
+    return False
+
+
+setattr(compiled_torch_assigns, CONSTANT_RESULT, True)  # as compiled_attribution
 
 
 def _code(function: Any) -> types.CodeType:

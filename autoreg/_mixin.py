@@ -56,6 +56,7 @@ from ._facts import (
     TORCH_ASSIGNS,
     TORCH_UNREAD,
     Situation,
+    compiled_torch_assigns,
     read_torch_assigners,
     situation,
 )
@@ -82,7 +83,6 @@ from ._state import (
     PENDING,
     PICKLED,
     SUPER_INIT,
-    UNLISTED,
     role_key,
     role_name,
 )
@@ -147,6 +147,15 @@ class AutoRegisterMixin(_MixinBase):
             role_at = role_key(name)
             role = d.get(role_at)
             s = situation(record, d, name, value, role, True)
+            if (
+                role is None
+                and s[3] is None
+                and s[1] in RUNTIME_KINDS
+                and not s[4]
+                and s[2] != FRAMEWORK
+                and compiled_torch_assigns(cls, name)  # as below, read while dynamo traces
+            ):
+                s = (name, s[1], FRAMEWORK, s[3], s[4], s[5], s[6])
             if s[2] is not role:  # row 4 answered: kept, as in eager code (the first decides)
                 object.__setattr__(self, role_at, s[2])  # traced as carry() stores a role
             decision = decide(record, s, compiling=True)
@@ -225,21 +234,21 @@ class AutoRegisterMixin(_MixinBase):
         execute(self, record, s, value, decision)
 
     def __delattr__(self, name: str) -> None:
-        super().__delattr__(name)
         d = self.__dict__
         key = type(self).__autoreg__.role_keys.get(name) or role_key(name)
-        # A name deleted is a new name: its role is None, as a missing one reads. The key is
-        # kept: inside a compiled forward, dynamo replays this method after the graph and then
-        # its own record of a key removed, which raised KeyError, and this method cannot ask
-        # whether it is compiled (the call breaks the graph, and dynamo recursed). Copies and
-        # pickles drop it (__getstate__).
-        if d.get(key) is not None:
-            d[key] = None
-        carrying = d.get(CARRYING)
-        # UNLISTED: the list is made again from the roles; a name leaves a list by a new one,
-        # which a copy that holds the old one does not see (_state)
-        if carrying is not None and carrying is not UNLISTED and name in carrying:
-            d[CARRYING] = {k: v for k, v in carrying.items() if k != name}
+        role = d.get(key)
+        if role is None:
+            super().__delattr__(name)
+            return
+        # A name deleted is a new name: its role is None, as a missing one reads, before the
+        # next __delattr__ runs (a base's that stores a default again decides it afresh), and
+        # back if that one refuses.
+        d[key] = None
+        try:
+            super().__delattr__(name)
+        except BaseException:
+            d[key] = role
+            raise
 
     def __getstate__(self) -> dict[str, Any]:
         """nn.Module's state, without construction state (a copy is never being built), and
@@ -249,8 +258,9 @@ class AutoRegisterMixin(_MixinBase):
             state.pop(key, None)
         if is_when_built(state.get(SUPER_INIT)):
             del state[SUPER_INIT]
-        if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED
-            state[CARRYING] = dict(listed(self))
+        if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED, of
+            # the names carried now (a name deleted, or given up, stays in the original's)
+            state[CARRYING] = {n: k for n, k in listed(self).items() if state.get(k) == CARRIED}
         for key in [k for k, v in state.items() if v is None and role_name(k) is not None]:
             del state[key]  # the role of a name deleted (__delattr__)
         state[PICKLED] = True

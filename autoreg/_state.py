@@ -11,18 +11,20 @@ dynamo guards a dict it reads as a whole on some torch versions (every new role 
 recompile); copies get the roles as they get every attribute. Keys are identifiers, also for a
 name that is none (``'a.b'``): dynamo writes its guards on them as attribute accesses.
 
-``CARRYING`` holds the names that have been carried since they were last deleted, a dict of each
-to its role key: ``.to()`` looks them up instead of searching the whole ``__dict__``, and converts
-those whose role is ``CARRIED``. It changes only when a name is first carried or deleted, so an
-assignment that updates a carried value (in a compiled ``forward`` too) never reads it.
+``CARRYING`` holds the names that have been carried, a dict of each to its role key: ``.to()``
+looks them up instead of searching the whole ``__dict__``, and converts those whose role is
+``CARRIED`` now. It changes only when a name is first carried, so an assignment that updates a
+carried value, or deletes it (in a compiled ``forward`` too), never reads it: a name deleted
+stays in it, its role None, and is there already when it is carried again, until eager code
+next adds a name and the list has doubled since (``_carry.carry``): then the names no longer
+carried leave it, by a new dict, and the keys holding None of the deleted ones go.
 
 A copy that bypasses autoreg's hooks - a class's own ``__getstate__`` returning
 ``self.__dict__.copy()``, a ``DataParallel`` replica, which copies ``__dict__`` - holds the very
-same objects as its original. ``PENDING`` is replaced by a new dict when it changes, and a name
-leaves ``CARRYING`` only by a new dict without it: neither of the two loses what the other holds.
-A name is added to ``CARRYING`` in place (a model that makes up names as it runs would otherwise
-copy the dict at every new one): the other may then find in its list a name it does not carry,
-which nothing reads without its own role, ``CARRIED``, under the name's key.
+same objects as its original. ``PENDING`` is replaced by a new dict when it changes. A name is
+added to ``CARRYING`` in place (a model that makes up names as it runs would otherwise copy the
+dict at every new one): the other may then find in its list a name it does not carry, which
+nothing reads without its own role, ``CARRIED``, under the name's key.
 
 Compiled code never reads ``CARRYING`` (dynamo would guard on its contents, and every name carried
 eagerly afterwards would recompile) nor adds to it: a name it carries first gets its role, and

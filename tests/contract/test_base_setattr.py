@@ -199,3 +199,58 @@ def test_every_buffer_update_reaches_the_base_as_on_the_twin() -> None:
         == twin.__dict__["seen"]
         == [("scale", "Tensor"), ("scale", "NoneType"), ("scale", "Tensor"), ("scale", "Sub")]
     )
+
+
+class Resetting(nn.Module):
+    """``del self.h`` resets ``h`` to its default: the base deletes it, then stores the default
+    again (through the instance's ``__setattr__``)."""
+
+    defaults: dict[str, Any] = {"h": lambda: torch.zeros(2)}
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        if name in self.defaults:
+            setattr(self, name, self.defaults[name]())
+
+
+class Refusing(nn.Module):
+    """Refuses to delete ``h``."""
+
+    def __delattr__(self, name: str) -> None:
+        if name == "h":
+            raise AttributeError(f"{type(self).__name__}.h cannot be deleted")
+        super().__delattr__(name)
+
+
+class AutoResetting(autoreg.AutoRegisterMixin, Resetting):
+    def remember(self, x: torch.Tensor) -> None:
+        self.h = x  # the model's own store: carried
+
+
+class AutoRefusing(autoreg.AutoRegisterMixin, Refusing):
+    remember = AutoResetting.remember
+
+
+@pytest.mark.parametrize("cls", [AutoResetting, AutoRefusing])
+def test_what_a_bases_delattr_leaves_under_the_name_has_the_role_of_whose_store_it_is(
+    cls: type[AutoResetting],
+) -> None:
+    """A base's ``__delattr__`` that refuses: the name still holds the model's tensor, which
+    ``.to()`` converts. One that stores a default again (a reset): the name is new when the
+    base's code stores it, so the default is the framework's (row 4), a plain attribute as on
+    nn.Module, for good. autoreg forgot the name's role after the base had run, whatever the
+    base had stored there meanwhile, which it had taken for an update of the model's value."""
+    model = cls()
+    model.remember(torch.ones(2))
+    assert role(model, "h") == "carried"
+    if cls is AutoRefusing:
+        with pytest.raises(AttributeError, match="cannot be deleted"):
+            del model.h
+        assert role(model, "h") == "carried"
+        assert model.double().h.dtype == torch.float64
+        return
+    del model.h
+    assert role(model, "h") == "plain"
+    assert model.double().h.dtype == torch.float32  # as nn.Module leaves the base's attribute
+    model.remember(torch.ones(2))  # the framework's name, for good
+    assert role(model, "h") == "plain"

@@ -71,9 +71,10 @@ class Growing(autoreg.Module):
 
 
 def test_a_model_that_makes_up_names_does_not_grow_its_class_or_instance_without_end() -> None:
-    """Names made up at run time (``cache_{step}``): the class's caches stop at CACHE_LIMIT and a
-    deleted name leaves the instance's list of carried names; every assignment past the limit is
-    still decided and carried out as the first ones were."""
+    """Names made up at run time (``cache_{step}``): the class's caches stop at CACHE_LIMIT, and
+    a name deleted at each step leaves the instance's list of carried names and its role's key
+    soon after; every assignment past the limit is still decided and carried out as the first
+    ones were."""
     from autoreg._record import CACHE_LIMIT
     from autoreg._state import CARRYING
 
@@ -87,8 +88,12 @@ def test_a_model_that_makes_up_names_does_not_grow_its_class_or_instance_without
     assert all(getattr(model, name).dtype == torch.float64 for name in names)  # all carried
     for name in names:
         delattr(model, name)
-    assert model.__dict__[CARRYING] == {}
     model.last = torch.zeros(1)
+    for step in range(CACHE_LIMIT):  # a name made up and deleted at each step
+        setattr(model, f"step_{step}", torch.zeros(1))
+        delattr(model, f"step_{step}")
+    assert len(model.__dict__[CARRYING]) <= 32
+    assert len([k for k in vars(model) if k.startswith("_autoreg_role")]) <= 32
     model.double()
     assert model.last.dtype == torch.float64
 
