@@ -371,6 +371,12 @@ def test_non_strict_export_of_a_store_after_del_says_to_store_without_del() -> N
     exporting", which the module had done; it says what to write instead."""
     module = Replacing()
     module.h = torch.zeros(3)
-    with pytest.raises(autoreg.ExportError, match=r"'h' was deleted \(del\) before this store"):
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - which one depends on torch
         torch.export.export(module, (torch.ones(2, 3),), strict=False)
+    error: BaseException | None = raised.value
+    while error is not None and not isinstance(error, autoreg.ExportError):
+        # torch 2.8 then refuses the deletion itself (on nn.Module too), while handling it
+        error = error.__context__
+    assert error is not None, raised.value
+    assert "'h' was deleted (del) before this store" in str(error)
     assert not _fake_tensors(module)
