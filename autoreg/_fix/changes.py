@@ -430,7 +430,9 @@ class Changes:
                     self.made.append(edit)
                     return
         line = cst.SimpleStatementLine([cst.Expr(call)])
-        self.after.setdefault(body[start].node, []).append(line)
+        anchor = body[start].node
+        assert isinstance(anchor, cst.SimpleStatementLine)  # a line of an indented body
+        self.after.setdefault(anchor, []).append(line)
         self.made.append(edit)
 
 

@@ -30,10 +30,11 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Statement:
-    """A simple statement line, its first and last line, and the nodes that enclose it
+    """A line of simple statements (a line of its own, or the one-line suite of ``if c: a = b``,
+    ``else: ...``, ``def f(self): ...``), its first and last line, and the nodes that enclose it
     (outermost first)."""
 
-    node: cst.SimpleStatementLine
+    node: cst.SimpleStatementLine | cst.SimpleStatementSuite
     start: int
     end: int
     ancestors: tuple[cst.CSTNode, ...]
@@ -48,7 +49,8 @@ class Statement:
 
 
 class Index(cst.CSTVisitor):
-    """Every class (by qualified name) and every simple statement line of a module."""
+    """Every class (by qualified name) and every line of simple statements of a module, the
+    one-line suites (``if c: self.x = v``) included: a store there is a store."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -73,7 +75,7 @@ class Index(cst.CSTVisitor):
             end = self.get_metadata(PositionProvider, node).end.line
             self.classes.setdefault(self._qualname(node), []).append((node, start, end))
             self.named.setdefault(node.name.value, []).append(node)
-        elif isinstance(node, cst.SimpleStatementLine):
+        elif isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             where = self.get_metadata(PositionProvider, node)
             self.statements.append(
                 Statement(node, where.start.line, where.end.line, tuple(self._stack))

@@ -278,3 +278,86 @@ def test_a_store_listed_for_its_value_holds_the_whole_name_back(
         f"{project.name}/m.py:{second}: Head.temperature: not run when the model was built, and "
         "the source does not say that it stores a tensor or None, all register_buffer takes",
     ]
+
+
+# The same, with each branch on one line (a one-line suite: `if c: self.x = v`).
+ONE_LINE = """\
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    temperature: torch.Tensor  # for TorchScript
+
+    def __init__(self, n=4, fixed_temperature=None):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.temperature = torch.ones(())
+        if fixed_temperature is not None: self.temperature = fixed_temperature
+
+    def forward(self, x):
+        return self.lin(x) / self.temperature
+
+
+def build():
+    return Head(), (torch.ones(2, 4),)
+"""
+
+
+@pytest.mark.parametrize("style", ["base", "buffer"])
+def test_a_store_in_a_one_line_suite_is_seen_by_the_whole_source_check(
+    project: Project, capsys: pytest.CaptureFixture[str], style: str
+) -> None:
+    """Before: `if c: self.x = v` on one line was no statement to the whole-source check: the
+    buffer style rewrote the first store, the base style declared the annotated name a buffer,
+    and Head(fixed_temperature=0.5) raised TypeError."""
+    source = project.write("m", ONE_LINE).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", style)
+    assert status == 1
+    assert not [line for line in _added(out) if "temperature" in line]
+    line = (
+        source.splitlines().index(
+            "        if fixed_temperature is not None: self.temperature = fixed_temperature"
+        )
+        + 1
+    )
+    if style == "buffer":
+        assert (
+            f"{project.name}/m.py:{line}: Head.temperature: not run when the model was built" in err
+        )
+    else:
+        assert f"{project.name}/m.py:5: Head: its annotation temperature: ... would declare" in err
+
+
+MASK = """\
+import torch
+from torch import nn
+
+
+class Masked(nn.Module):
+    def __init__(self, n=3, causal=True):
+        super().__init__()
+        if causal: self.mask = torch.ones(n, n).tril()
+        else: self.mask = torch.ones(n, n)
+
+    def forward(self, x):
+        return x @ self.mask
+
+
+def build():
+    return Masked(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_plain_store_in_a_one_line_suite_is_rewritten_in_place(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: listed as "not stored by a plain `self.mask = value` statement"."""
+    project.write("m", MASK)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1, err
+    assert "left for you to edit" not in err
+    assert _added(out) == [
+        'if causal: self.register_buffer("mask", torch.ones(n, n).tril(), persistent=False)',
+        'else: self.register_buffer("mask", torch.ones(n, n), persistent=False)',
+    ]
