@@ -51,7 +51,7 @@ from .analyse import Analysis, analyse
 from .collect import autoreg_keeps_complex
 from .edits import WrapModules
 from .plan import Plan, make_plan
-from .project import with_unloaded_subclasses
+from .project import with_unloaded_subclasses, without_refused_bases
 
 if TYPE_CHECKING:
     from .codemod import Rewrite
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if args.style == "buffer":  # a subclass the run did not load may store something else
         strays = with_unloaded_subclasses(strays, os.getcwd(), _libraries())
     plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
+    if args.style == "base":  # a subclass the run did not load may break on autoreg's bases
+        without_refused_bases(plan, os.getcwd(), _libraries())
     rewrites: dict[str, tuple[bytes, Rewrite]] = {}
     for filename, edits in sorted(plan.edits.items()):
         source = Path(filename).read_bytes()

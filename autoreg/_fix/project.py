@@ -16,17 +16,29 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._messages.fix import (
+    FIX_HAND_MIXIN_SUBCLASS,
+    FIX_HAND_MIXIN_SUBCLASS_EDIT,
     FIX_HAND_SETTER,
     FIX_HAND_SETTER_EDIT,
     FIX_SETTER_DESCRIPTOR,
     FIX_SETTER_SETATTR,
 )
+from .edits import HandEdit, MakeAutoreg
 from .strays import Kind, Stray
 
-__all__ = ["ProjectSource", "function_stores", "mangle", "with_unloaded_subclasses"]
+if TYPE_CHECKING:
+    from .plan import Plan
+
+__all__ = [
+    "ProjectSource",
+    "function_stores",
+    "mangle",
+    "with_unloaded_subclasses",
+    "without_refused_bases",
+]
 
 # Never read: virtual environments (a folder holding pyvenv.cfg), installed packages, caches.
 _SKIPPED_DIRS: Final = frozenset(("__pycache__", "site-packages", "dist-packages", "node_modules"))
@@ -59,6 +71,26 @@ def with_unloaded_subclasses(
                 )
         found.append(stray)
     return found
+
+
+def without_refused_bases(plan: Plan, root: str, excluded: Sequence[str]) -> None:
+    """Base style: each class ``plan`` makes autoreg's that a class statement under ``root``
+    deriving from it would then break (``ProjectSource.subclass_refusing``), listed instead, in
+    ``plan.hand``, and left as it is. Loaded or not, a subclass is read from its source."""
+    source = ProjectSource(root, excluded)
+    for filename, edits in plan.edits.items():
+        kept = []
+        for edit in edits:
+            found = None
+            if isinstance(edit, MakeAutoreg):
+                found = source.subclass_refusing(edit.cls.qualname.rpartition(".")[2])
+            if found is None:
+                kept.append(edit)
+                continue
+            reason, fix = found
+            name = edit.cls.qualname.rpartition(".")[2]
+            plan.list_hand(HandEdit(filename, edit.cls.lineno, name, reason, fix))
+        plan.edits[filename] = kept
 
 
 class ProjectSource:
@@ -101,6 +133,22 @@ class ProjectSource:
                 if mixin is not None:
                     return _setter_in(mixin, attribute)
         return ""
+
+    def subclass_refusing(self, cls: str) -> tuple[str, str] | None:
+        """Why a class statement under the root deriving from a class named ``cls`` would break
+        once ``cls`` is autoreg's, and the edit to make (``FIX_HAND_*`` words); None if none
+        would: one that names autoreg's mixin (or ``autoreg.Module``) among its own bases (the
+        mixin before ``cls``, an order Python refuses)."""
+        for node, _, bases in self._derived([cls], []):
+            if "AutoRegisterMixin" in bases or any(
+                ast.unparse(base) == "autoreg.Module" for base in node.bases
+            ):
+                text = {"cls": cls, "subclass": node.name}
+                return (
+                    FIX_HAND_MIXIN_SUBCLASS.format(**text),
+                    FIX_HAND_MIXIN_SUBCLASS_EDIT.format(**text),
+                )
+        return None
 
     def _derived(
         self, classes: Sequence[str], skip: Sequence[tuple[str, int]]

@@ -208,6 +208,16 @@ FIX_HAND_INIT_SUBCLASS_EDIT: Final = (
     "call super().__init_subclass__(**kwargs) in {cls}.__init_subclass__, then run fix again"
 )
 
+FIX_HAND_MIXIN_SUBCLASS: Final = (
+    "its subclass {subclass} puts autoreg's mixin before it in its bases, an order Python "
+    "refuses once {cls} is autoreg's (TypeError: no consistent method resolution order)"
+)
+
+FIX_HAND_MIXIN_SUBCLASS_EDIT: Final = (
+    "subclass autoreg.Module instead of nn.Module in {cls}, and drop autoreg.AutoRegisterMixin "
+    "from the bases of {subclass} (it has it through {cls})"
+)
+
 FIX_HAND_PLAIN_MIXIN: Final = (
     "stored by {mixin}, which is not a module (a plain mixin, which classes that are no modules "
     "may use too): register_buffer there would raise in those"

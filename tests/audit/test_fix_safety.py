@@ -1854,3 +1854,56 @@ def test_a_class_whose_init_subclass_calls_no_super_is_not_made_autoregs(
         assert "class Layer(nn.Module):" in project.read("m")
     model = project.load().LAYERS["gated"]()
     assert model.double().scale.dtype == (torch.float64 if calls else torch.float32)
+
+
+SCALED = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.scale = torch.ones(n)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def build():
+    return Scaled(), (torch.ones(2, 3),)
+"""
+
+# A subclass migrated by hand, in a file the factory never imports: the mixin first, then the
+# class fix would make autoreg's (an order Python refuses once that class has the mixin).
+MIGRATED = """\
+import autoreg
+import torch
+
+from .m import Scaled
+
+
+class Biased(autoreg.AutoRegisterMixin, Scaled):
+    def __init__(self, n=3):
+        super().__init__(n)
+        self.bias = torch.zeros(n)
+"""
+
+
+def test_a_class_a_subclass_already_puts_the_mixin_before_is_listed_not_made_autoregs(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: Scaled became autoreg.Module, and importing the subclass's module raised
+    TypeError (Cannot create a consistent method resolution order)."""
+    project.write("m", SCALED)
+    project.write("variants", MIGRATED)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert project.read("m") == SCALED
+    assert (
+        f"{project.name}/m.py:5: Scaled: its subclass Biased puts autoreg's mixin before "
+        "it in its bases, an order Python refuses once Scaled is autoreg's (TypeError: no "
+        "consistent method resolution order)"
+    ) in err
+    project.load("variants")  # still imports
