@@ -283,9 +283,6 @@ def _stray(
         return hand(reason, FIX_HAND_MOVES_ITSELF_EDIT.format(method=method, **text))
     container = type(value).__name__ if kind is Kind.TENSORS else ""
     complex_ = any(t.is_complex() for _, t in iter_tensors(value))
-    # The __getattr__ lookup finds first, told by the class that defines it (identity)
-    owner = next((k for k in cls.__mro__ if "__getattr__" in vars(k)), nn.Module)
-    answers = "" if owner is nn.Module else owner.__qualname__
     return Stray(
         classes,
         attribute,
@@ -293,10 +290,36 @@ def _stray(
         sites,
         container,
         complex=complex_,
-        answers=answers,
+        answers=_answers(cls),
         subclass=_stored_by_subclass(cls, attribute),
         setter=_setter(cls, attribute),
+        hidden=_hidden_by_subclass(cls, attribute),
     )
+
+
+def _answers(cls: type) -> str:
+    """The class whose own ``__getattr__`` (not nn.Module's) the lookup finds first on ``cls``,
+    else on a loaded subclass of the user's (told by the class that defines it); ``""`` if
+    none: ``register_buffer`` asks ``hasattr()``, which such a fallback may answer."""
+    for klass in (cls, *_loaded_subclasses(cls)):
+        owner = next((k for k in klass.__mro__ if "__getattr__" in vars(k)), nn.Module)
+        if owner is not nn.Module:
+            return owner.__qualname__
+    return ""
+
+
+def _hidden_by_subclass(cls: type, attribute: str) -> tuple[str, str] | None:
+    """The first loaded subclass of the user's, and ``why_no_buffer_slot``'s words, whose own
+    classes (past ``cls.__mro__``) define ``attribute`` on the class: ``hasattr()`` finds it
+    there, and a ``register_buffer`` of it in ``cls`` raises KeyError. (A data descriptor is
+    ``_setter``'s.)"""
+    mro = set(cls.__mro__)
+    for sub in _loaded_subclasses(cls):
+        if any(attribute in vars(k) for k in sub.__mro__ if k not in mro):
+            where = why_no_buffer_slot(sub, attribute)
+            if where is not None:
+                return sub.__qualname__, where
+    return None
 
 
 def _own_dtype(value: object) -> str:

@@ -38,6 +38,8 @@ from .._messages.fix import (
     FIX_HAND_STORED_BY_PACKAGE_EDIT,
     FIX_HAND_SUBCLASS,
     FIX_HAND_SUBCLASS_EDIT,
+    FIX_HAND_SUBCLASS_HIDES,
+    FIX_HAND_SUBCLASS_HIDES_EDIT,
     FIX_HAND_UNSEEN,
     FIX_HAND_UNSEEN_EDIT,
     PLAIN_COMMENT,
@@ -204,6 +206,12 @@ def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     if stray.subclass:  # a store of a subclass's, which the run never saw: a float raises
         reason = FIX_HAND_SUBCLASS.format(subclass=stray.subclass, attribute=attribute)
         _hand(plan, stray, reason, FIX_HAND_SUBCLASS_EDIT.format(attribute=attribute))
+        return
+    if stray.hidden is not None:  # hasattr() finds it on a subclass's class: register_buffer raises
+        subclass, where = stray.hidden
+        text = {"subclass": subclass, "attribute": attribute}
+        reason = FIX_HAND_SUBCLASS_HIDES.format(where=where, **text)
+        _hand(plan, stray, reason, FIX_HAND_SUBCLASS_HIDES_EDIT.format(**text))
         return
     if stray.answers:  # register_buffer would ask hasattr(), which __getattr__ may answer
         reason = FIX_HAND_GETATTR.format(cls=stray.answers, attribute=attribute)

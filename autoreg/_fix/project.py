@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 from .._messages.fix import (
+    FIX_CLASS_LEVEL,
     FIX_HAND_MIXIN_SUBCLASS,
     FIX_HAND_MIXIN_SUBCLASS_EDIT,
     FIX_HAND_SETTER,
@@ -60,6 +61,10 @@ def with_unloaded_subclasses(
             if not stray.subclass:
                 subclass = source.subclass_storing(names, stray.attribute, skip)
                 stray = dataclasses.replace(stray, subclass=subclass)
+            if stray.hidden is None and not stray.answers:
+                hidden = source.subclass_hiding(names, stray.attribute, skip)
+                answers = source.subclass_getattr(names, skip)
+                stray = dataclasses.replace(stray, hidden=hidden, answers=answers)
             setter = stray.setter or source.subclass_setter(names, stray.attribute, skip)
             if setter:
                 text = {"setter": setter, "attribute": stray.attribute}
@@ -132,6 +137,26 @@ class ProjectSource:
                 mixin = self._defining(base, set(names), lambda n: bool(_setter_in(n, attribute)))
                 if mixin is not None:
                     return _setter_in(mixin, attribute)
+        return ""
+
+    def subclass_hiding(
+        self, classes: Sequence[str], attribute: str, skip: Sequence[tuple[str, int]]
+    ) -> tuple[str, str] | None:
+        """As ``subclass_storing``, for a class statement whose body defines ``attribute`` (a
+        value, a method, a ``cached_property``; not a setter, ``_setter_in``'s), with how, in
+        ``FIX_CLASS_LEVEL``'s words; None if none."""
+        for node, _, _ in self._derived(classes, skip):
+            what = _defined_in(node, attribute)
+            if what and not _setter_in(node, attribute):
+                return node.name, FIX_CLASS_LEVEL.format(what=what)
+        return None
+
+    def subclass_getattr(self, classes: Sequence[str], skip: Sequence[tuple[str, int]]) -> str:
+        """As ``subclass_storing``, for a class statement that defines ``__getattr__``: its
+        name; ``""`` if none."""
+        for node, _, _ in self._derived(classes, skip):
+            if _defined_in(node, "__getattr__"):
+                return node.name
         return ""
 
     def subclass_refusing(self, cls: str) -> tuple[str, str] | None:
@@ -285,6 +310,27 @@ def _stores_self(node: ast.ClassDef, attribute: str) -> bool:
         for function in node.body
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
+
+
+def _defined_in(node: ast.ClassDef, attribute: str) -> str:
+    """What the body of the class statement binds ``attribute`` to: ``"function"`` for a
+    ``def`` (its last decorator's name if decorated: ``cached_property``), ``"value"`` for an
+    assignment; ``""`` if it does not."""
+    for statement in node.body:
+        if (
+            isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and mangle(statement.name, node.name) == attribute
+        ):
+            decorators = [ast.unparse(d).rpartition(".")[2] for d in statement.decorator_list]
+            return decorators[-1] if decorators else "function"
+        targets: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets = [statement.target]
+        if any(isinstance(t, ast.Name) and mangle(t.id, node.name) == attribute for t in targets):
+            return "value"
+    return ""
 
 
 def _setter_in(node: ast.ClassDef, attribute: str) -> str:

@@ -82,7 +82,11 @@ class Stray:
     (``collect``), or in the source under the working directory (``project``, buffer style).
     ``setter``: what a store runs that ``register_buffer`` skips (``FIX_HAND_SETTER``'s words):
     a data descriptor of the name or a ``__setattr__`` of the user's, in a class of the MRO or a
-    subclass's; the buffer style lists the name (``project``).
+    subclass's; the buffer style lists the name (``project``). ``hidden``: a subclass of the
+    user's, none of the run's classes, that defines the name on its class (a value, a method, a
+    ``cached_property``), and how: ``hasattr()`` finds it there, so ``register_buffer`` raises
+    (loaded: ``collect``; in the source: ``project``); the buffer style lists the name. A
+    subclass's ``__getattr__`` is ``answers``.
     """
 
     classes: tuple[ClassInfo, ...]
@@ -98,6 +102,8 @@ class Stray:
     answers: str = ""  # the class whose __getattr__ may answer for the name (not nn.Module's)
     subclass: str = ""  # a subclass of the user's, outside the run, that stores it too
     setter: str = ""  # what runs on self.<attribute> = ... and not on register_buffer
+    # a subclass of the user's that defines the name on its class, and how (FIX_CLASS_LEVEL)
+    hidden: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:

@@ -241,6 +241,21 @@ FIX_HAND_SETTER_EDIT: Final = (
     "stores, under its own name), or --style base, whose stores go through it"
 )
 
+FIX_HAND_SUBCLASS_HIDES: Final = (
+    "in its subclass {subclass}, '{attribute}' {where}: register_buffer here would raise "
+    'KeyError there ("attribute already exists")'
+)
+
+FIX_HAND_SUBCLASS_HIDES_EDIT: Final = (
+    "keep self.{attribute} a plain attribute, or rename {subclass}.{attribute}; --style base "
+    "stores it past the class attribute"
+)
+
+# Where a class statement defines the name (project: read from source, as _facts words it).
+FIX_CLASS_LEVEL: Final = (
+    "is defined on the class (a class-level {what}) and hides any buffer of that name"
+)
+
 FIX_HAND_GETATTR: Final = (
     "{cls}'s own __getattr__ may answer for {attribute}, and register_buffer refuses a name "
     'that hasattr() finds ("attribute already exists")'

@@ -1907,3 +1907,62 @@ def test_a_class_a_subclass_already_puts_the_mixin_before_is_listed_not_made_aut
         "consistent method resolution order)"
     ) in err
     project.load("variants")  # still imports
+
+
+# Subclasses, in a file the factory may or may not import, that make hasattr(self, "scale")
+# true before Scaled.__init__ stores it: register_buffer there raises KeyError.
+HIDING = {
+    "class-value": """\
+from .m import Scaled
+
+
+class Unscaled(Scaled):
+    scale = None
+""",
+    "cached-property": """\
+import functools
+
+import torch
+
+from .m import Scaled
+
+
+class Lazy(Scaled):
+    @functools.cached_property
+    def scale(self):
+        return torch.full((3,), 2.0)
+""",
+    "getattr": """\
+from .m import Scaled
+
+
+class Configurable(Scaled):
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return None
+""",
+}
+
+HIDDEN_BY = {
+    "class-value": "in its subclass Unscaled, 'scale' is defined on the class (a class-level",
+    "cached-property": "in its subclass Lazy, 'scale' is defined on the class (a class-level",
+    "getattr": "Configurable's own __getattr__ may answer for scale",
+}
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["unloaded", "loaded"])
+@pytest.mark.parametrize("variant", sorted(HIDING))
+def test_a_name_a_subclass_defines_on_the_class_or_answers_for_is_never_registered(
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str, loaded: bool
+) -> None:
+    """Before: register_buffer("scale", ...) in Scaled.__init__, and building the subclass
+    raised KeyError ("attribute 'scale' already exists")."""
+    source = SCALED + ("\nfrom . import variants  # noqa: E402, F401\n" if loaded else "")
+    project.write("m", source)
+    project.write("variants", HIDING[variant])
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "register_buffer" not in out
+    assert f"{project.name}/m.py:9: Scaled.scale: {HIDDEN_BY[variant]}" in err
