@@ -106,7 +106,7 @@ class Changes:
 
     def make(self, edit: Edit) -> None:
         cls = self.index.find_class(edit.cls.qualname, edit.cls.lineno)
-        name = edit.cls.qualname.rpartition(".")[2]
+        name = edit.cls.short
         attribute = "" if isinstance(edit, MakeAutoreg) else edit.attribute
         lineno = edit.cls.lineno if isinstance(edit, (MakeAutoreg, DeclarePlain)) else edit.lineno
 
@@ -142,7 +142,7 @@ class Changes:
             refuse(FIX_HAND_BASES, FIX_HAND_BASES_EDIT)
             return
         if _hides_subclasses(cls):
-            name = edit.cls.qualname.rpartition(".")[2]
+            name = edit.cls.short
             refuse(FIX_HAND_INIT_SUBCLASS, FIX_HAND_INIT_SUBCLASS_EDIT.replace("{cls}", name))
             return
         refusing = self._refusing_declared(cls, edit)
@@ -205,7 +205,7 @@ class Changes:
         on that value, on a built module or in the configuration that stores it): the rest are
         listed with it, held back. A name is rewritten whole or not at all."""
         attribute = edit.attribute
-        name = f"{edit.cls.qualname.rpartition('.')[2]}.{attribute}"
+        name = f"{edit.cls.short}.{attribute}"
         text = {"cls": edit.cls.qualname, "attribute": attribute}
 
         def listed(store: Store, reason: str, fix: str) -> None:

@@ -145,7 +145,7 @@ def _report(plan: Plan, results: list[Rewrite], analyses: list[Analysis]) -> Non
     edits, what forward makes or takes that fix does not rewrite."""
     for edit in (edit for result in results for edit in result.made):
         if isinstance(edit, WrapModules):
-            name = f"{edit.cls.qualname.rpartition('.')[2]}.{edit.attribute}"
+            name = f"{edit.cls.short}.{edit.attribute}"
             print(FIX_GAINS_STATE.format(name=name, container=edit.container), file=sys.stderr)
     _report_hand(plan)
     for analysis in analyses:

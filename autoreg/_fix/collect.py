@@ -532,20 +532,23 @@ def _lives_in(cls: type, where: Callable[[str], bool]) -> bool:
 def _class_info(cls: type) -> ClassInfo:
     bases = tuple(_base_kind(base) for base in cls.__bases__)
     module = issubclass(cls, nn.Module)
+    shown = "" if cls.__name__ == cls.__qualname__.rpartition(".")[2] else cls.__name__
     located = _statement_of(cls)
     if located is None:
         try:
             filename = inspect.getsourcefile(cls)
             lines, lineno = inspect.getsourcelines(cls)
         except (OSError, TypeError):
-            return ClassInfo(cls.__qualname__, None, 0, 0, bases, module=module)
+            return ClassInfo(cls.__qualname__, None, 0, 0, bases, module=module, shown=shown)
         if filename is None:
-            return ClassInfo(cls.__qualname__, None, 0, 0, bases, module=module)
+            return ClassInfo(cls.__qualname__, None, 0, 0, bases, module=module, shown=shown)
         located = (filename, lineno, lineno + len(lines) - 1)
     filename, lineno, end = located
     declared = () if issubclass(cls, AutoRegisterMixin) else buffer_declarations(cls)
     path = os.path.abspath(filename)
-    return ClassInfo(cls.__qualname__, path, lineno, end, bases, declared, module=module)
+    return ClassInfo(
+        cls.__qualname__, path, lineno, end, bases, declared, module=module, shown=shown
+    )
 
 
 def _statement_of(cls: type) -> tuple[str, int, int] | None:

@@ -174,8 +174,8 @@ def _plan_buffer(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     built = [site for site in stray.sites if site.construction]
     mixin = _storing_class(stray)
     if not mixin.module:  # a plain mixin: classes that are no modules may use its code too
-        holder = stray.classes[0].qualname.rpartition(".")[2]
-        name = mixin.qualname.rpartition(".")[2]
+        holder = stray.classes[0].short
+        name = mixin.short
         reason = FIX_HAND_PLAIN_MIXIN.format(mixin=name)
         _hand(plan, stray, reason, FIX_HAND_PLAIN_MIXIN_EDIT.format(mixin=name, cls=holder))
         return

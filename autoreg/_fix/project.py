@@ -93,7 +93,7 @@ def without_refused_bases(plan: Plan, root: str, excluded: Sequence[str]) -> Non
                 kept.append(edit)
                 continue
             reason, fix = found
-            name = edit.cls.qualname.rpartition(".")[2]
+            name = edit.cls.short
             plan.list_hand(HandEdit(filename, edit.cls.lineno, name, reason, fix))
         plan.edits[filename] = kept
 

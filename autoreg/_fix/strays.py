@@ -60,6 +60,13 @@ class ClassInfo:
     declared: tuple[str, ...] = ()  # what its annotations would declare buffers, made autoreg's
     seen: tuple[tuple[str, int, str], ...] = ()  # the stores of those the run saw
     module: bool = True  # an nn.Module subclass (else a plain mixin: no buffer goes in it)
+    shown: str = ""  # its __name__, where it is not its qualname's last part (a decorator's class)
+
+    @property
+    def short(self) -> str:
+        """The class's name as the audit shows it: its ``__name__`` (a class decorator that
+        returns a subclass under the decorated class's name shows that name)."""
+        return self.shown or self.qualname.rpartition(".")[2]
 
     def holds(self, site: Site) -> bool:
         return site.filename == self.filename and self.lineno <= site.lineno <= self.end_lineno
@@ -107,4 +114,4 @@ class Stray:
 
     @property
     def name(self) -> str:
-        return f"{self.classes[0].qualname.rpartition('.')[2]}.{self.attribute}"
+        return f"{self.classes[0].short}.{self.attribute}"

@@ -1966,3 +1966,46 @@ def test_a_name_a_subclass_defines_on_the_class_or_answers_for_is_never_register
     assert status == 1
     assert "register_buffer" not in out
     assert f"{project.name}/m.py:9: Scaled.scale: {HIDDEN_BY[variant]}" in err
+
+
+# A class decorator that returns a subclass and gives it the decorated class's __name__ (as
+# StyleGAN's persistence.persistent_class does): the run's class is the decorator's.
+DECORATED = """\
+import numpy as np
+import torch
+from torch import nn
+
+
+def persistent_class(orig_class):
+    class Decorator(orig_class):
+        pass
+
+    Decorator.__name__ = orig_class.__name__
+    return Decorator
+
+
+@persistent_class
+class Input(nn.Module):
+    def __init__(self, size=4):
+        super().__init__()
+        self.size = np.broadcast_to(np.asarray(size), [2])
+        self.proj = nn.Linear(2, 3)
+
+    def forward(self, w):
+        return self.proj(torch.zeros(int(self.size[0]), 2)) + w.mean()
+
+
+def build():
+    return Input(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_decorated_class_is_named_as_the_audit_names_it(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: listed as Decorator.size, the decorator's class, where the audit says Input."""
+    project.write("m", DECORATED)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build")
+    assert status == 1
+    assert f"{project.name}/m.py:18: Input.size: " in err
+    assert "Decorator" not in err
