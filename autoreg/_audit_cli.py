@@ -99,7 +99,7 @@ def forward_report(
         stopped = stopped_in(error)
         if stopped is not None:
             reason = SKIP_LOW_PRECISION.format(reason=reason, low=dtype_name(stopped))
-        return Forward(error.findings, modes, what, reason, low)
+        return Forward(error.findings, modes, what, reason, low, stopped_low=stopped is not None)
     return Forward(found, modes, what, low_precision=low)
 
 

@@ -65,13 +65,15 @@ def report_width() -> int:
 class Forward:
     """What the forward audit gave: its findings, the modes it ran in, what ran (``the forward
     of Net``, ``the step train_step of Net``), when it could not run to its end, why, and the
-    dtype of its second pass (None: skipped)."""
+    dtype of its second pass (None: skipped); ``stopped_low``: only that second pass stopped
+    (the pass in the model's own dtype ran to its end)."""
 
     findings: list[ForwardFinding]
     modes: Sequence[ModeName]
     what: str
     not_audited: str = ""
     low_precision: torch.dtype | None = LOW_PRECISION
+    stopped_low: bool = False
 
 
 def report_text(

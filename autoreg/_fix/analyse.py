@@ -47,6 +47,8 @@ class Analysis:
     forward: list[ForwardFinding] = dataclasses.field(default_factory=list)
     not_audited: list[str] = dataclasses.field(default_factory=list)
     forward_audited: bool = False
+    # Only the pass in low precision stopped: the pass in the model's own dtype ran to its end.
+    default_audited: bool = False
 
     @property
     def left_by_forward(self) -> int:
@@ -64,7 +66,14 @@ def analyse(target: str, low: torch.dtype | None) -> Analysis:
     if loaded.args is None:
         return Analysis(target, collect(loaded.model, stores, exercised=False))
     forward = forward_report(loaded, None, None, low)
-    analysis = Analysis(target, [], forward.findings, forward_audited=not forward.not_audited)
+    audited = not forward.not_audited
+    analysis = Analysis(
+        target,
+        [],
+        forward.findings,
+        forward_audited=audited,
+        default_audited=audited or forward.stopped_low,
+    )
     ran = _run(loaded, stores)
     exercised = ran is None and _run_in_the_other_mode(loaded, stores)
     if forward.not_audited:  # one line, as autoreg audit says it, whatever else it stops

@@ -158,11 +158,16 @@ def _report(plan: Plan, results: list[Rewrite], analyses: list[Analysis]) -> Non
 
 def _reaudit(analyses: list[Analysis], low: str) -> tuple[int, bool]:
     """Audit every target again, in one fresh process (``reaudit``), as ``autoreg audit`` would
-    (its forward too, in the same precisions, if it could be audited the first time); print each
-    report. The status (0 when every target is clean, 1 if not), and whether every target could
-    be built from the written files."""
+    (its forward too, in the same precisions, if it could be audited the first time; only in the
+    model's own dtype if only the pass in low precision stopped); print each report. The status
+    (0 when every target is clean, 1 if not), and whether every target could be built from the
+    written files."""
     forward = ["--forward", *(["--low-precision", low] if low != "bfloat16" else [])]
-    targets = [(a.target, forward if a.forward_audited else []) for a in analyses]
+    own = ["--forward", "--low-precision", "none"]
+    targets = [
+        (a.target, forward if a.forward_audited else own if a.default_audited else [])
+        for a in analyses
+    ]
     command = [sys.executable, "-m", "autoreg._fix.reaudit", json.dumps(targets)]
     for target, options in targets:
         shown = " ".join(["python -m autoreg audit", target, *options])

@@ -236,6 +236,19 @@ def test_low_precision_none_audits_a_model_that_never_runs_in_bfloat16(
     assert "class Net(autoreg.Module):" in project.read("m")
 
 
+def test_the_reaudit_runs_the_forward_pass_that_completed_when_the_bfloat16_one_stopped(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the re-audit ran no forward audit at all (``autoreg audit TARGET``) and said
+    "now clean" of the attributes only, though the default-precision pass had run."""
+    project.write("m", COMPLEX)
+    target = f"{project.name}.m:build"
+    status, _, err = project.fix(capsys, target, "--write")
+    assert status == 1  # the bfloat16 pass is not audited
+    assert f"python -m autoreg audit {target} --forward --low-precision none" in err
+    assert "class Net(autoreg.Module):" in project.read("m")
+
+
 def test_a_rewrite_the_model_cannot_be_built_from_is_put_back(
     project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
