@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Final
 
 from .._messages.fix import (
     FIX_CLASS_LEVEL,
+    FIX_HAND_INIT_SUBCLASS_BELOW,
+    FIX_HAND_INIT_SUBCLASS_EDIT,
     FIX_HAND_MIXIN_SUBCLASS,
     FIX_HAND_MIXIN_SUBCLASS_EDIT,
     FIX_HAND_SETTER,
@@ -163,15 +165,21 @@ class ProjectSource:
         """Why a class statement under the root deriving from a class named ``cls`` would break
         once ``cls`` is autoreg's, and the edit to make (``FIX_HAND_*`` words); None if none
         would: one that names autoreg's mixin (or ``autoreg.Module``) among its own bases (the
-        mixin before ``cls``, an order Python refuses)."""
+        mixin before ``cls``, an order Python refuses), or whose ``__init_subclass__`` calls no
+        ``__init_subclass__`` (a registry's: autoreg's would not run for its own subclasses)."""
         for node, _, bases in self._derived([cls], []):
+            text = {"cls": cls, "subclass": node.name}
             if "AutoRegisterMixin" in bases or any(
                 ast.unparse(base) == "autoreg.Module" for base in node.bases
             ):
-                text = {"cls": cls, "subclass": node.name}
                 return (
                     FIX_HAND_MIXIN_SUBCLASS.format(**text),
                     FIX_HAND_MIXIN_SUBCLASS_EDIT.format(**text),
+                )
+            if _hides_subclasses(node):
+                return (
+                    FIX_HAND_INIT_SUBCLASS_BELOW.format(**text),
+                    FIX_HAND_INIT_SUBCLASS_EDIT.format(cls=node.name),
                 )
         return None
 
@@ -309,6 +317,22 @@ def _stores_self(node: ast.ClassDef, attribute: str) -> bool:
         function_stores(function, attribute, node.name)
         for function in node.body
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    )
+
+
+def _hides_subclasses(node: ast.ClassDef) -> bool:
+    """Whether the class statement defines an ``__init_subclass__`` that calls no
+    ``__init_subclass__`` (as ``changes._hides_subclasses`` asks of the class it edits)."""
+    return any(
+        isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and statement.name == "__init_subclass__"
+        and not any(
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "__init_subclass__"
+            for call in ast.walk(statement)
+        )
+        for statement in node.body
     )
 
 

@@ -218,6 +218,12 @@ FIX_HAND_MIXIN_SUBCLASS_EDIT: Final = (
     "from the bases of {subclass} (it has it through {cls})"
 )
 
+FIX_HAND_INIT_SUBCLASS_BELOW: Final = (
+    "its subclass {subclass}'s __init_subclass__ does not call super().__init_subclass__(): "
+    "once {cls} is autoreg's, autoreg would not see the subclasses of {subclass}, which would "
+    "raise ClassDefinitionError when built"
+)
+
 FIX_HAND_PLAIN_MIXIN: Final = (
     "stored by {mixin}, which is not a module (a plain mixin, which classes that are no modules "
     "may use too): register_buffer there would raise in those"

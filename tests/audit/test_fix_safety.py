@@ -2009,3 +2009,40 @@ def test_a_decorated_class_is_named_as_the_audit_names_it(
     assert status == 1
     assert f"{project.name}/m.py:18: Input.size: " in err
     assert "Decorator" not in err
+
+
+# A registry one level down: a subclass's __init_subclass__ calls no super, so autoreg's would
+# not run for the classes deriving from it once Scaled is autoreg's.
+REGISTRY_BELOW = """\
+from .m import Scaled
+
+LAYERS = {}
+
+
+class Registered(Scaled):
+    def __init_subclass__(cls, **kwargs):
+        LAYERS[cls.__name__] = cls
+
+
+class Doubled(Registered):
+    def forward(self, x):
+        return 2 * super().forward(x)
+"""
+
+
+def test_a_class_whose_subclass_hides_its_own_subclasses_from_autoreg_is_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: Scaled became autoreg.Module, and building Doubled raised ClassDefinitionError
+    (autoreg never saw its class statement)."""
+    project.write("m", SCALED)
+    project.write("variants", REGISTRY_BELOW)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert status == 1
+    assert project.read("m") == SCALED
+    assert (
+        f"{project.name}/m.py:5: Scaled: its subclass Registered's __init_subclass__ does not "
+        "call super().__init_subclass__(): once Scaled is autoreg's, autoreg would not see the "
+        "subclasses of Registered, which would raise ClassDefinitionError when built"
+    ) in err
+    project.load("variants").Doubled()  # still builds
