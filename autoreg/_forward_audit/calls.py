@@ -255,7 +255,9 @@ class Calls(TorchFunctionMode):
             origins = [site for site in sites if site.dtype == result.dtype]
             island = bool(origins) and all(site.island for site in origins)
             moved = self.lines.site("moved", dtype=result.dtype, island=island)
-            self.tags.set(result, Tag(True, (moved,)))
+            # A held-back finding goes with it while it keeps the dtype it promoted to.
+            held = self.tags.pending(source) if result.dtype == source.dtype else frozenset()
+            self.tags.set(result, Tag(True, (moved,), held))
         else:
             back: Site = self.lines.site(
                 "copied back",

@@ -108,6 +108,17 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Whether the factory at a line (and origin) made its tensor on the model's device, as
         # the forward's calls said: for the same line run again where no call is seen (autograd).
         self.memo: dict[tuple[str, int, str], bool] = {}
+        # The dtype findings held back: an operation a stray promoted to its dtype, whose result
+        # may yet be converted to the model's dtype before it meets the model (a float32
+        # timestep embedding converted before its MLP), which makes it no stray. Recorded when
+        # it, or what is computed from it, meets a tensor of the model's dtype, is returned, or
+        # at the end of the pass unless converted; ``cast_back``: the keys of the ones converted.
+        self.pending: Records = {}
+        self.cast_back: set[tuple[object, ...]] = set()
+        self._held: frozenset[tuple[object, ...]] = frozenset()  # by the operation running now
+        # The findings this pass made, in the order it met them: held-back ones are listed
+        # where they were met first, not where they were recorded.
+        self._order: dict[tuple[object, ...], int] = {}
 
     def __torch_dispatch__(
         self,
@@ -124,6 +135,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         name = func.overloadpacket.__name__
         named = named_tensors(func, args, kwargs)
         tensors = [t for _, t in named]
+        self._held = frozenset()
         if self.values is not None and name in READS and any(_on_meta(t) for t in tensors):
             return self.values.read(func, args, kwargs)
         # A 0-dim CPU tensor is a scalar to CUDA's element-wise kernels, a stray to the others.
@@ -201,9 +213,15 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         model: list[torch.Tensor],
     ) -> Any:
         low = self.dtype
+        met = self._meets(func, args, named, low) if low is not None else []
+        if met and low is not None:  # recorded where they meet the model: the pass goes on
+            replace = cast(replace, met, low)  # as with them fixed
         if low is None or not any(t.dtype == low for _, t in named):
-            return run(func, args, kwargs, replace)
-        strays = [t for _, t in named if self._dtype_stray(t, low)]
+            result = run(func, args, kwargs, replace)
+            if low is not None:
+                self._hold_along(func, named, model, result, low)
+            return result
+        strays = [t for _, t in named if self._dtype_stray(t, low) and not any(t is m for m in met)]
         if not strays:
             return run(func, args, kwargs, replace)
         try:
@@ -219,23 +237,27 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         promoted = {t.dtype for t in outputs} - {low}
         culprits = [t for t in mixed if t.dtype in promoted and not self._island(t)]
         if culprits:
+            # Held back until the result meets the model (``pending``): a culprit all of whose
+            # findings are held back keeps its dtype, and the result the promoted one.
+            held: set[tuple[object, ...]] = set()
+            kept = []
             for tensor in culprits:
-                self._record("dtype", tensor, func, model, result=min(promoted, key=str))
+                keys = self._record(
+                    "dtype", tensor, func, model, result=min(promoted, key=str), defer=True
+                )
+                if keys and all(key in self.pending for key in keys):
+                    held.update(keys)
+                    kept.append(tensor)
+            self._held = frozenset(held)
             # The pass goes on as if the lines reported were fixed, so that later strays show up
             # on their own: a culprit that a cast of the model's own values gave its dtype too
             # keeps it, from those casts only (on purpose, unless an operation raises on it),
             # as it would with those lines fixed; the others go on in the model's dtype.
-            converted = []
-            for tensor in culprits:
-                islands = tuple(
-                    site
-                    for site in self.tags.sites(tensor)
-                    if site.island and site.dtype == tensor.dtype
-                )
-                if islands:
-                    self.tags.set(tensor, Tag(self.tags.follows(tensor), islands))
-                else:
-                    converted.append(tensor)
+            converted = [
+                tensor
+                for tensor in culprits
+                if not any(tensor is k for k in kept) and not self._keep_islands(tensor)
+            ]
             if not converted:
                 return result
             return run(func, args, kwargs, cast(replace, converted, low))
@@ -246,6 +268,92 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self._record("dtype", tensor, func, model, raises=True)
         return result
 
+    def _meets(
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        named: list[tuple[str, torch.Tensor]],
+        low: torch.dtype,
+    ) -> list[torch.Tensor]:
+        """An operation with a tensor of the model's dtype ``low`` (or its complex form): the
+        held-back findings of the floating tensors of another dtype it meets are recorded, and
+        those tensors returned; a copy into a tensor of the model's dtype converts them, as a
+        cast does."""
+        name = func.overloadpacket.__name__
+        own = (low, complex_of(low))
+        if name in CASTS or not any(t.dtype in own for _, t in named):
+            return []
+        if name == "copy_" and args[0].dtype in own and self._code_casts(copy=True):
+            for _, tensor in named[1:]:
+                self.cast_back.update(self.tags.pending(tensor))
+            return []
+        met = []
+        for _, tensor in named:
+            pending = self.tags.pending(tensor)
+            if pending and floating(tensor) and tensor.dtype not in own:
+                self._commit(pending)
+                if not self._keep_islands(tensor):
+                    met.append(tensor)
+        return met
+
+    def _hold_along(
+        self,
+        func: Any,
+        named: list[tuple[str, torch.Tensor]],
+        model: list[torch.Tensor],
+        result: Any,
+        low: torch.dtype,
+    ) -> None:
+        """An operation without a tensor of the model's dtype on what a held-back finding
+        promoted: the other strays it meets there would have promoted it had that finding's
+        line been fixed (as the pass supposes of what it records); their findings are held back
+        with it, at this operation."""
+        if not any(self.tags.pending(t) and t.dtype != low for _, t in named):
+            return
+        outputs = [t for t in tensors_in(result) if floating(t)]
+        if not outputs:
+            return
+        keys: set[tuple[object, ...]] = set()
+        for _, tensor in named:
+            stray = self._dtype_stray(tensor, low) and not self._island(tensor)
+            if stray and not self.tags.pending(tensor):
+                dtype = outputs[0].dtype
+                keys.update(self._record("dtype", tensor, func, model, result=dtype, defer=True))
+        self._held = frozenset(key for key in keys if key in self.pending)
+
+    def _code_casts(self, *, copy: bool = False) -> bool:
+        """Whether the code converts a tensor itself (``.to(x.dtype)``; with ``copy``, a copy
+        into one of its tensors too), not torch inside an operation or autograd."""
+        call = self.calls.call
+        return call is not None and (call.cast or (copy and not call.autograd))
+
+    def _keep_islands(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor``, whose findings are recorded, keeps its dtype as the pass goes on,
+        from the casts of the model's own values that gave it that dtype too (as it would with
+        the lines reported fixed); it is tagged with those casts only."""
+        islands = tuple(
+            site for site in self.tags.sites(tensor) if site.island and site.dtype == tensor.dtype
+        )
+        if islands:
+            self.tags.set(tensor, Tag(self.tags.follows(tensor), islands))
+        return bool(islands)
+
+    def _commit(self, keys: frozenset[tuple[object, ...]]) -> None:
+        """Record the held-back findings under ``keys``: what they promoted met the model."""
+        for key in [key for key in self.pending if key in keys]:  # in the order met
+            self.records.setdefault(key, self.pending.pop(key))
+
+    def settle(self) -> None:
+        """At the end of the pass (or where it stops): the held-back findings whose result was
+        never converted to the model's dtype are recorded; the others were no strays."""
+        self._commit(frozenset(key for key in self.pending if key not in self.cast_back))
+        self.pending.clear()
+        ours = sorted(
+            (key for key in self.records if key in self._order), key=self._order.__getitem__
+        )
+        for key in ours:  # moved to the end, in the order met
+            self.records[key] = self.records.pop(key)
+
     def returned(self, output: list[torch.Tensor]) -> None:
         """Judge the tensors the pass returns (``output``: ``copying.exchanged_tensors`` of what it
         returned), as its caller meets them: a floating tensor with a dimension left on the
@@ -255,6 +363,9 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         a policy returns). A 0-dim tensor is a scalar to CUDA, an integer one an index, a copy
         back to the CPU and a cast of the model's own values are on purpose: none is
         reported."""
+        for tensor in output:  # the caller meets what it returns
+            if tensor.dtype != self.dtype:
+                self._commit(self.tags.pending(tensor))
         tensors = [t for t in output if t.dim() and floating(t)]
         model = [t for t in tensors if self.tags.follows(t)]
         if not model:
@@ -337,6 +448,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if not new:
             return  # views and in-place results: their storage keeps its tag
         factory = name in LIFTS or not tensors
+        pending: frozenset[tuple[object, ...]] = frozenset()
         follows = (
             self._placement(name, tensors)
             if factory or "device" in kwargs
@@ -363,9 +475,14 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # default device still say something about it.
             kept = tuple(s for s in self.tags.sites(tensors[0]) if s.host)
             sites = merged([kept, (self._cast(tensors[0], new[0].dtype),)])
+            if new[0].dtype == self.dtype and self._code_casts():  # converted: no stray
+                self.cast_back.update(self.tags.pending(tensors[0]))
+            else:
+                pending = self.tags.pending(tensors[0])
         else:  # computed: from every site of its inputs; a 0-dim input is a scalar to CUDA,
             # and makes no stray of a tensor computed with a dimensioned one (torch's sdpa turns
             # a bool mask into a float one with where(mask, scalar_tensor(0), scalar_tensor(-inf)))
+            pending = self._held.union(*(self.tags.pending(t) for t in sources))
             sites = merged(self.tags.sites(t) for t in sources if t.dim())
             if sites is None:
                 sites = merged(self.tags.sites(t) for t in sources)
@@ -375,7 +492,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 computed = self.lines.site("computed", dtype=new[0].dtype)
                 sites = merged([sites, (computed,)])
         for out in new:
-            self.tags.set(out, Tag(follows or out.device.type != "cpu", sites or ()))
+            self.tags.set(out, Tag(follows or out.device.type != "cpu", sites or (), pending))
 
     def _cast(self, source: torch.Tensor, dtype: torch.dtype) -> Site:
         """The site of a cast of ``source``: torch's own inside another operation; precision on
@@ -470,11 +587,14 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         *,
         raises: bool = False,
         result: torch.dtype | None = None,
-    ) -> None:
+        defer: bool = False,
+    ) -> list[tuple[object, ...]]:
         """Record a finding for each site ``tensor`` came from: for a device finding, each that
         left it on the default device; for a dtype finding, each that gave it its dtype (a cast
         of the model's values, on purpose, only when the operation raises); ``result``: the dtype
-        ``func`` promoted to. ``func`` None: the tensor is returned (``returned``)."""
+        ``func`` promoted to. ``func`` None: the tensor is returned (``returned``). ``defer``: a
+        new finding is held back (``pending``), one held back before stays so; else a finding
+        held back is recorded. Returns the keys of the findings."""
         sites = tuple(s for s in self.tags.sites(tensor) if not s.internal)
         if kind == "device":
             chosen = [s for s in sites if s.host]
@@ -488,14 +608,20 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             chosen = list(lines.values())
         if not chosen:
             if func is None:
-                return  # returned: no site of the code's to name
+                return []  # returned: no site of the code's to name
             chosen = [self.lines.site("made", host=kind == "device", dtype=tensor.dtype)]
         op = RETURNED if func is None else func.overloadpacket.__name__
         op_line = None if func is None else self.lines.line()
+        keys: list[tuple[object, ...]] = []
         for site in chosen:
             key = (kind, *site.key)
-            if key not in self.records:
-                self.records[key] = record(
+            keys.append(key)
+            if not defer:
+                self._commit(frozenset({key}))
+            into = self.pending if defer and key not in self.records else self.records
+            if key not in into:
+                self._order.setdefault(key, len(self._order))
+                into[key] = record(
                     kind,
                     site,
                     tensor,
@@ -508,10 +634,11 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     self.lines.mode,
                 )
             self._met(key)
+        return keys
 
     def _met(self, key: tuple[object, ...]) -> None:
-        """Note that this pass's mode met the stray recorded under ``key`` too."""
-        modes = self.records[key].modes
+        """Note that this pass's mode met the stray recorded (or held back) under ``key`` too."""
+        modes = (self.records[key] if key in self.records else self.pending[key]).modes
         if self.lines.mode not in modes:
             modes.append(self.lines.mode)
 

@@ -177,6 +177,7 @@ def _run(
             output = call(run, *inputs)
             roots = [t for t in tensors_in(output) if t.requires_grad]
     except Exception as error:  # noqa: BLE001 - raised again, with the user's line
+        audit.settle()
         _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
     audit.returned(exchanged_tensors(output))
     if stores is not None:
@@ -185,16 +186,19 @@ def _run(
             first = stored.setdefault(key, found)
             if mode not in first.modes:  # found by a pass in the other mode first
                 stored[key] = dataclasses.replace(first, modes=(*first.modes, mode))
+    audit.settle()  # the forward's held-back findings: its backward does not decide them
     if not (backward and roots):
         return
     try:
         with default_device_cpu(), calls, audit:
             torch.autograd.backward(roots, [torch.ones_like(t) for t in roots])
     except Exception as error:  # noqa: BLE001 - raised again unless the audit caused it
+        audit.settle()
         if not audit.moved_grad or values is None:
             _stopped(error, model, args, kwargs, step, low, training, values, records, stored)
         # Else, on meta, autograd expects the gradient of a stray the audit moved on its old
         # device: the backward pass ends there, with its findings.
+    audit.settle()
 
 
 def _stopped(

@@ -31,10 +31,13 @@ __all__ = ["Tag", "Tags", "storage_key"]
 @dataclasses.dataclass(frozen=True)
 class Tag:
     """``model``: the tensor follows the model; ``sites``: where it came from, when it was made
-    in the pass or entered it (none for the model's own state and the inputs)."""
+    in the pass or entered it (none for the model's own state and the inputs); ``pending``: the
+    keys of the dtype findings held back until it meets the model (an operation it promoted
+    to its dtype, whose result may yet be converted back to the model's)."""
 
     model: bool
     sites: tuple[Site, ...] = ()
+    pending: frozenset[tuple[object, ...]] = frozenset()
 
 
 _MODEL: Final = Tag(True)
@@ -60,13 +63,13 @@ class Tags:
         if not (tensor.is_floating_point() or tensor.is_complex()):
             # An integer or bool tensor (a comparison, argsort's indices) keeps where it came
             # from, not the floating dtype made there, which none of its values has.
-            tag = Tag(tag.model, untyped(tag.sites))
+            tag = Tag(tag.model, untyped(tag.sites))  # and no held-back finding: not floating
         self._map[storage_key(tensor)] = tag
 
     def model(self, tensor: torch.Tensor) -> None:
         """Mark ``tensor`` as following the model, keeping where it came from."""
         tag = self.get(tensor)
-        self.set(tensor, Tag(True, tag.sites if tag is not None else ()))
+        self.set(tensor, Tag(True, *((tag.sites, tag.pending) if tag is not None else ())))
 
     def follows(self, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` would be on the model's device after the model moved."""
@@ -76,6 +79,10 @@ class Tags:
     def sites(self, tensor: torch.Tensor) -> tuple[Site, ...]:
         tag = self.get(tensor)
         return tag.sites if tag is not None else ()
+
+    def pending(self, tensor: torch.Tensor) -> frozenset[tuple[object, ...]]:
+        tag = self.get(tensor)
+        return tag.pending if tag is not None else frozenset()
 
 
 def storage_key(tensor: torch.Tensor) -> object:

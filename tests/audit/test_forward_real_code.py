@@ -532,3 +532,65 @@ def test_a_float32_embedding_of_timesteps_is_told_to_convert_where_it_meets_the_
     angles = t[:, None].to(torch.bfloat16) * freqs[None]
     where_made = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1).float()
     assert (at_the_model - exact).abs().max() < 0.01 < 1.0 < (where_made - exact).abs().max()
+
+
+class _StepEmbedCastBack(nn.Module):
+    """A timestep embedding computed in float32 and converted to the model's dtype before its
+    MLP (minRF's ``TimestepEmbedder``): the timesteps come in the model's floating dtype, the
+    float32 frequencies promote them, the embedding goes back in ``dtype`` or ``weight.dtype``."""
+
+    def __init__(self, by_weight: bool) -> None:
+        super().__init__()
+        self.by_weight = by_weight
+        self.mlp = nn.Sequential(nn.Linear(64, 16), nn.SiLU())
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        freqs = torch.exp(-math.log(10000) * torch.arange(32) / 32).to(t.device)
+        angles = t[:, None] * freqs[None]
+        emb = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+        emb = emb.to(self.mlp[0].weight.dtype) if self.by_weight else emb.to(t.dtype)
+        return self.mlp(emb)
+
+
+@pytest.mark.parametrize("by_weight", [True, False], ids=["weight-dtype", "input-dtype"])
+def test_float32_converted_to_the_models_dtype_before_it_meets_the_model_is_no_stray(
+    by_weight: bool,
+) -> None:
+    """Before: the frequencies' line was reported at ``mul`` with the fix ``.to(t)``, which
+    computes the phases in bfloat16: for timesteps to 999 the embedding is then off by more
+    than 1, where the code as written is off by 0.01 at most."""
+    t = torch.tensor([3.0, 999.0])
+    assert autoreg.audit_forward(_StepEmbedCastBack(by_weight), t) == []
+    low = t.to(torch.bfloat16)  # the same timesteps in each: 999 is 1000 in bfloat16
+
+    def embedding(angles: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.cos(angles), torch.sin(angles)], -1).double()
+
+    exact = embedding(low.double()[:, None] * _freqs().double())
+    written = embedding(low[:, None] * _freqs()).to(torch.bfloat16)  # promoted, then converted
+    advised = embedding(low[:, None] * _freqs().to(low))
+    assert (written.double() - exact).abs().max() < 0.01
+    assert (advised - exact).abs().max() > 1.0
+
+
+def _freqs() -> torch.Tensor:
+    return torch.exp(-math.log(10000) * torch.arange(32) / 32)
+
+
+def test_float32_that_meets_the_model_before_it_is_converted_is_still_a_stray() -> None:
+    """The same promotion, but the float32 product meets a bfloat16 layer before any conversion:
+    reported at the frequencies' line, at the operation that promoted it."""
+
+    class Unconverted(_StepEmbedCastBack):
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            freqs = torch.exp(-math.log(10000) * torch.arange(32) / 32).to(t.device)
+            angles = t[:, None] * freqs[None]
+            emb = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+            return self.mlp(emb).to(t.dtype)
+
+    [finding] = autoreg.audit_forward(Unconverted(True), torch.tensor([3.0, 999.0]))
+    assert (finding.kind, finding.source, finding.op) == (
+        "dtype",
+        "freqs = torch.exp(-math.log(10000) * torch.arange(32) / 32).to(t.device)",
+        "mul",
+    )
