@@ -252,7 +252,7 @@ class Calls(TorchFunctionMode):
         if target:
             # Moved to the model's device: this line is where the code could also give it the
             # model's dtype (.to(x), not .to(x.device)); a cast of the model's values stays one.
-            origins = [site for site in sites if site.dtype == result.dtype]
+            origins = [s for s in sites if s.dtype == result.dtype and not s.internal]
             island = bool(origins) and all(site.island for site in origins)
             moved = self.lines.site("moved", dtype=result.dtype, island=island)
             # A held-back finding goes with it while it keeps the dtype it promoted to.

@@ -403,8 +403,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         )
 
     def _island(self, tensor: torch.Tensor) -> bool:
-        """Whether the dtype of ``tensor`` comes from casts of the model's own values only."""
-        origins = [s for s in self.tags.sites(tensor) if s.dtype == tensor.dtype]
+        """Whether the dtype of ``tensor`` comes from casts of the model's own values only: of
+        the code's (torch's own casts inside an operation, ``rms_norm``'s, give it no dtype of
+        the code's, as for ``_dtype_stray``)."""
+        origins = [s for s in self.tags.sites(tensor) if s.dtype == tensor.dtype and not s.internal]
         return bool(origins) and all(site.island for site in origins)
 
     # --- tags -------------------------------------------------------------------------------------

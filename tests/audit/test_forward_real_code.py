@@ -594,3 +594,66 @@ def test_float32_that_meets_the_model_before_it_is_converted_is_still_a_stray() 
         "freqs = torch.exp(-math.log(10000) * torch.arange(32) / 32).to(t.device)",
         "mul",
     )
+
+
+class _MixedOnPurpose(nn.Module):
+    """Activations in bfloat16 on purpose in a float32 model (nanochat's GPU setting): a
+    bfloat16 embedding, float32 master weights cast to the activations' dtype where used,
+    float32 per-layer scalars, 0-dim once indexed, that leave the activations bfloat16."""
+
+    def __init__(self, norm: bool = True) -> None:
+        super().__init__()
+        self.norm = norm
+        self.emb = nn.Embedding(10, 8).to(torch.bfloat16)
+        self.lam = nn.Parameter(torch.ones(2))
+        self.w = nn.Parameter(torch.ones(8))
+        self.out = nn.Parameter(torch.eye(8))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x0 = self.emb(idx)
+        x = torch.nn.functional.rms_norm(x0, (8,)) if self.norm else x0
+        x = x * self.w.to(x.dtype)
+        x = self.lam[0] * x + self.lam[1] * x0
+        return torch.nn.functional.linear(x, self.out.to(x.dtype))
+
+
+@pytest.mark.parametrize("norm", [True, False], ids=["rms-norm", "no-norm"])
+def test_activations_cast_on_purpose_times_a_0_dim_float32_scalar_are_no_stray(norm: bool) -> None:
+    """The scalar leaves the product bfloat16: nothing is promoted. Before: with ``rms_norm``
+    (whose own casts torch makes inside it) before the weight's cast, the line of the multiply
+    was reported, "dtype=self.lam.dtype", against the model's design."""
+    idx = torch.tensor([[1, 2, 3]])
+    assert autoreg.audit_forward(_MixedOnPurpose(norm), idx) == []
+    assert _MixedOnPurpose(norm)(idx).dtype == torch.bfloat16
+
+
+class _AttentionOnPurpose(nn.Module):
+    """Attention run in bfloat16 on purpose in a float32 model, its float32 master weights cast
+    to the activations' dtype, its logits given back in float32 for the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Parameter(torch.randn(48, 16) * 0.1)
+        self.out = nn.Parameter(torch.randn(5, 16) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.bfloat16)
+        q, k, v = torch.nn.functional.linear(x, self.qkv.to(x.dtype)).view(2, 7, 3, 2, 8).unbind(2)
+        y = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        y = y.transpose(1, 2).reshape(2, 7, 16)
+        return torch.nn.functional.linear(y, self.out.to(y.dtype)).float()
+
+
+def _loss_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, 5), y.reshape(-1))
+    loss.backward()
+    return loss
+
+
+def test_attention_in_bfloat16_on_purpose_is_no_stray_of_its_backward() -> None:
+    """sdpa's CPU backward meets the bfloat16 activations and the float32 log-sum-exp it made.
+    Before: the activations were blamed on ``loss.backward()``, "dtype=x.dtype"."""
+    x, y = torch.randn(2, 7, 16), torch.randint(0, 5, (2, 7))
+    assert autoreg.audit_forward(_AttentionOnPurpose(), x, y, step=_loss_step) == []
