@@ -36,6 +36,7 @@ model.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -46,12 +47,13 @@ from .rules import tensors_in
 from .sites import Lines, Site
 from .tags import Tag, Tags
 
-__all__ = ["MODEL_DEVICE", "Call", "Calls"]
+__all__ = ["MODEL_DEVICE", "Call", "Calls", "dtype_origins"]
 
 # The model's device, on the CPU: compared by identity; unequal to the default device, "cpu"
 MODEL_DEVICE: Final = torch.device("cpu", 0)
 
 _DEVICE: Final = torch.Tensor.device.__get__
+_DTYPE: Final = torch.Tensor.dtype.__get__  # type: ignore[attr-defined]
 # How nn.Module.to reads its arguments: .to(x) takes x's device, read in C, not through x.device.
 _PARSE_TO: Final = torch._C._nn._parse_to
 _AUTOGRAD: Final = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
@@ -89,7 +91,8 @@ class Call:
     arguments follows the model; ``device_attribute``: the attribute of a module of the model
     that held the default device it was given (``self.device``); ``autograd``: a call of autograd,
     under which Python code runs unseen; ``cast``: a cast the code wrote (``.float()``,
-    ``.to(dtype)``), not one inside another operation.
+    ``.to(dtype)``), not one inside another operation; ``like``: for a cast, the tensor whose
+    dtype it takes (``.type_as(x)``, ``.to(x)``, ``.to(x.dtype)``: read just before it).
     """
 
     target: bool | None
@@ -97,6 +100,7 @@ class Call:
     device_attribute: str = ""
     autograd: bool = False
     cast: bool = False
+    like: torch.Tensor | None = None
 
 
 class Calls(TorchFunctionMode):
@@ -124,6 +128,9 @@ class Calls(TorchFunctionMode):
         # The memory of the copies made to the CPU: data lifted from it (torch.from_numpy of
         # its .numpy()) was copied back too.
         self.copied: set[int] = set()
+        # The dtype the code read last (``x.dtype``) and of which tensor, when the call right
+        # after it is a cast: ``.to(x.dtype)`` takes x's dtype.
+        self._read: tuple[torch.dtype, weakref.ref[torch.Tensor]] | None = None
 
     def __torch_function__(
         self,
@@ -138,6 +145,11 @@ class Calls(TorchFunctionMode):
             if device.type == "cpu" and self.tags.follows(args[0]):
                 return MODEL_DEVICE
             return device
+        if func == _DTYPE:
+            dtype: torch.dtype = func(*args)
+            self._read = dtype, weakref.ref(args[0])
+            return dtype
+        read, self._read = self._read, None
         if func is _PARSE_TO:
             return self._parse_to(args, kwargs)
         numpy = func is torch.Tensor.numpy and args[0].device.type == "cpu"
@@ -149,14 +161,15 @@ class Calls(TorchFunctionMode):
                 args = self.on_bias_mix(args, bias)
         func, args, kwargs, target, attribute = self._target(func, args, kwargs)
         inputs = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
-        call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS)
+        like = _like(func, args, kwargs, read) if func in _CASTS else None
+        call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS, like)
         outer, self.call = self.call, call
         try:
             result = func(*args, **kwargs)
         finally:
             self.call = outer
         if func in _MOVES and target is not None and isinstance(result, torch.Tensor):
-            return self._moved(args[0], result, target, attribute)
+            return self._moved(args[0], result, target, attribute, like)
         return result
 
     # --- where a call says its tensors go ---------------------------------------------------------
@@ -230,12 +243,21 @@ class Calls(TorchFunctionMode):
     # --- the copy a GPU would make ----------------------------------------------------------------
 
     def _moved(
-        self, source: torch.Tensor, result: torch.Tensor, target: bool, attribute: str
+        self,
+        source: torch.Tensor,
+        result: torch.Tensor,
+        target: bool,
+        attribute: str,
+        like: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``result`` of moving ``source`` to (``target``) or from the model's device: a new
         tensor, as on a GPU, where the CPU returned ``source`` itself; ``attribute``: the module
-        attribute that held the default device it was moved to (``.to(self.device)``)."""
+        attribute that held the default device it was moved to (``.to(self.device)``);
+        ``like``: the tensor whose dtype the call gave it."""
         sites = self.tags.sites(source)
+        taken = like is not None and dtype_origins(self.tags.sites(like), result.dtype)
+        if target and self.tags.follows(source) and taken:
+            return result  # cast to a dtype another line gave: tagged as following it
         if self.tags.follows(source) == target and _same_storage(source, result):
             if attribute and not target:  # .to(self.device) of a tensor on the CPU already:
                 # what leaves it there is that device, kept from the constructor.
@@ -270,6 +292,29 @@ class Calls(TorchFunctionMode):
             if result.numel():
                 self.copied.add(result.data_ptr())
         return result
+
+
+def dtype_origins(sites: tuple[Site, ...], dtype: torch.dtype) -> tuple[Site, ...]:
+    """The sites of the code that gave a tensor ``dtype`` (torch's own casts give none)."""
+    return tuple(site for site in sites if site.dtype == dtype and not site.internal)
+
+
+def _like(
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    read: tuple[torch.dtype, weakref.ref[torch.Tensor]] | None,
+) -> torch.Tensor | None:
+    """The tensor whose dtype a cast takes: ``.type_as(x)``, ``.to(x)``, or ``.to(x.dtype)``
+    with ``read`` the dtype the code read just before, and of which tensor."""
+    other = args[1] if len(args) > 1 else kwargs.get("other")
+    if isinstance(other, torch.Tensor) and func in (torch.Tensor.type_as, torch.Tensor.to):
+        return other
+    if func is not torch.Tensor.to or read is None:
+        return None
+    dtypes = [a for a in (*args[1:], kwargs.get("dtype")) if isinstance(a, torch.dtype)]
+    tensor = read[1]()
+    return tensor if dtypes and dtypes[0] == read[0] else None
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:

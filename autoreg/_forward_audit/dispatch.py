@@ -27,7 +27,7 @@ from .._audit import Located
 from .._frames import is_library
 from .._messages.audits import RETURNED
 from .._paths import AUTOREG_DIR, TORCH_DIR
-from .calls import Calls
+from .calls import Calls, dtype_origins
 from .finding import Kind
 from .fixes import Records, record
 from .rules import (
@@ -476,7 +476,11 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # A cast decides the dtype: of its input's sites, only those that left it on the
             # default device still say something about it.
             kept = tuple(s for s in self.tags.sites(tensors[0]) if s.host)
-            sites = merged([kept, (self._cast(tensors[0], new[0].dtype),)])
+            # A cast to the dtype of another tensor (.to(x.dtype), .type_as(x)) that another
+            # line gave it writes no dtype of its own: it has that line's.
+            like = self.calls.call.like if self.calls.call is not None else None
+            taken = dtype_origins(self.tags.sites(like), new[0].dtype) if like is not None else ()
+            sites = merged([kept, taken or (self._cast(tensors[0], new[0].dtype),)])
             if new[0].dtype == self.dtype and self._code_casts():  # converted: no stray
                 self.cast_back.update(self.tags.pending(tensors[0]))
             else:

@@ -657,3 +657,48 @@ def test_attention_in_bfloat16_on_purpose_is_no_stray_of_its_backward() -> None:
     Before: the activations were blamed on ``loss.backward()``, "dtype=x.dtype"."""
     x, y = torch.randn(2, 7, 16), torch.randint(0, 5, (2, 7))
     assert autoreg.audit_forward(_AttentionOnPurpose(), x, y, step=_loss_step) == []
+
+
+class _FollowingLayer(nn.Module):
+    """A fully connected layer that casts its weight and bias to its input's dtype (StyleGAN's
+    ``FullyConnectedLayer``): they follow the input, and write no dtype of their own."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n, n))
+        self.bias = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight.to(x.dtype)
+        b = self.bias.type_as(x)
+        return torch.addmm(b.unsqueeze(0), x, w.t())
+
+
+class _MappingNet(nn.Module):
+    """StyleGAN's mapping network: its input cast to float32, a bfloat16 ``w_avg`` met by
+    ``lerp``, which refuses the mix."""
+
+    def __init__(self, fixed: bool = False) -> None:
+        super().__init__()
+        self.fixed = fixed
+        self.fc = _FollowingLayer(8)
+        self.register_buffer("w_avg", torch.zeros(8))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        x = z.to(self.w_avg.dtype) if self.fixed else z.to(torch.float32)
+        return self.w_avg.lerp(self.fc(x), 0.7)
+
+
+def test_a_cast_to_the_dtype_of_the_input_is_not_a_cause_the_input_is() -> None:
+    """Before: the layer's ``self.weight.to(x.dtype)`` and ``self.bias.type_as(x)`` were
+    reported too, as casts "to float32 on purpose", ".type_as(self.weight)" for both; with
+    the one cause fixed, they vanish."""
+    findings = autoreg.audit_forward(_MappingNet(), torch.randn(2, 8))
+    assert [(f.kind, f.source, f.op) for f in findings] == [
+        (
+            "dtype",
+            "x = z.to(self.w_avg.dtype) if self.fixed else z.to(torch.float32)",
+            "lerp",
+        )
+    ]
+    assert autoreg.audit_forward(_MappingNet(fixed=True), torch.randn(2, 8)) == []
