@@ -42,8 +42,13 @@ promotes the operation or makes it raise (or would on CUDA: ``mm`` does not prom
 not the code wrote the dtype (``dtype=torch.double``, ``.type(torch.float)``). A cast of the
 model's own values (``x.float()``, RMSNorm, softmax and rotary in float32, cast back with
 ``.type_as(x)``) is precision on purpose: it is reported only where it makes an operation raise.
-A cast inside another operation (sdpa, autocast) is torch's, never a stray. Where the CPU has no
-kernel for bfloat16 (CUDA has), the operation runs in float32 and comes back in bfloat16.
+A cast inside another operation (sdpa, autocast, rms_norm) is torch's, never a stray, and gives
+no dtype of the code's. A cast to another tensor's dtype (``.to(x.dtype)``, ``.type_as(x)``)
+writes none of its own: it has the sites that gave ``x`` its dtype. A promotion is held back
+until what it computes meets a tensor of the model's dtype, is returned, or ends the pass
+unconverted: converted by the code first (a float32 timestep embedding ``.to(x.dtype)`` before
+its MLP), it is no stray. Where the CPU has no kernel for bfloat16 (CUDA has), the operation
+runs in float32 and comes back in bfloat16.
 
 Findings. ``fixes`` gives one fix per site, whatever kinds it was found for, in the names the
 code there has (``x``, ``self.cell.weight``): a plain attribute gets its attribute's fix, on the

@@ -7,10 +7,11 @@ except in the arguments CUDA takes from the CPU on purpose (``rules.CPU_OK``). I
 floating dtype, a tensor of another dtype made in the pass that promotes an operation of the
 model's dtype, or makes it raise (or would on CUDA: ``mm`` does not promote), is a dtype finding;
 a cast of the model's own values (``x.float()``, an island of float32 cast back with
-``.type_as(x)``) that only promotes is precision on purpose. After it runs, its outputs are
-tagged: whether they follow the model, and the sites they came from (not an index's: what CUDA
-takes from the CPU on purpose says nothing of where the result is). Findings are recorded once
-per kind and site, as ``Record``s (``fixes`` words them at the end).
+``.type_as(x)``) that only promotes is precision on purpose; a promotion is held back until
+what it computes meets the model (converted to the model's dtype first, it is none). After it
+runs, its outputs are tagged: whether they follow the model, and the sites they came from (not
+an index's: what CUDA takes from the CPU on purpose says nothing of where the result is).
+Findings are recorded once per kind and site, as ``Record``s (``fixes`` words them at the end).
 """
 
 from __future__ import annotations
