@@ -90,7 +90,7 @@ def without_refused_bases(plan: Plan, root: str, excluded: Sequence[str]) -> Non
         for edit in edits:
             found = None
             if isinstance(edit, MakeAutoreg):
-                found = source.subclass_refusing(edit.cls.qualname.rpartition(".")[2])
+                found = source.subclass_refusing(edit.cls.qualname.rpartition(".")[2], filename)
             if found is None:
                 kept.append(edit)
                 continue
@@ -119,7 +119,7 @@ class ProjectSource:
         others of the project, or under another name it imports it as) and whose methods, or
         those of another of its bases in the project (a mixin), store ``self.<attribute>``;
         ``""`` if none."""
-        for node, names, bases in self._derived(classes, skip):
+        for _, node, names, bases in self._derived(classes, skip):
             if _stores_self(node, attribute) or any(
                 self._defining(base, set(names), lambda n: _stores_self(n, attribute)) is not None
                 for base in bases - names
@@ -132,7 +132,7 @@ class ProjectSource:
     ) -> str:
         """As ``subclass_storing``, for a class statement that defines a setter for
         ``attribute`` (``_setter_in``), in ``FIX_HAND_SETTER``'s words; ``""`` if none."""
-        for node, names, bases in self._derived(classes, skip):
+        for _, node, names, bases in self._derived(classes, skip):
             if _setter_in(node, attribute):
                 return _setter_in(node, attribute)
             for base in sorted(bases - names):
@@ -147,7 +147,7 @@ class ProjectSource:
         """As ``subclass_storing``, for a class statement whose body defines ``attribute`` (a
         value, a method, a ``cached_property``; not a setter, ``_setter_in``'s), with how, in
         ``FIX_CLASS_LEVEL``'s words; None if none."""
-        for node, _, _ in self._derived(classes, skip):
+        for _, node, _, _ in self._derived(classes, skip):
             what = _defined_in(node, attribute)
             if what and not _setter_in(node, attribute):
                 return node.name, FIX_CLASS_LEVEL.format(what=what)
@@ -156,18 +156,31 @@ class ProjectSource:
     def subclass_getattr(self, classes: Sequence[str], skip: Sequence[tuple[str, int]]) -> str:
         """As ``subclass_storing``, for a class statement that defines ``__getattr__``: its
         name; ``""`` if none."""
-        for node, _, _ in self._derived(classes, skip):
+        for _, node, _, _ in self._derived(classes, skip):
             if _defined_in(node, "__getattr__"):
                 return node.name
         return ""
 
-    def subclass_refusing(self, cls: str) -> tuple[str, str] | None:
-        """Why a class statement under the root deriving from a class named ``cls`` would break
-        once ``cls`` is autoreg's, and the edit to make (``FIX_HAND_*`` words); None if none
-        would: one that names autoreg's mixin (or ``autoreg.Module``) among its own bases (the
-        mixin before ``cls``, an order Python refuses), or whose ``__init_subclass__`` calls no
-        ``__init_subclass__`` (a registry's: autoreg's would not run for its own subclasses)."""
-        for node, _, bases in self._derived([cls], []):
+    def subclass_refusing(self, cls: str, defining: str) -> tuple[str, str] | None:
+        """Why a class statement under the root deriving from the class named ``cls`` of the file
+        ``defining`` would break once that class is autoreg's, and the edit to make
+        (``FIX_HAND_*`` words); None if none would: one that names autoreg's mixin (or
+        ``autoreg.Module``) among its own bases (the mixin before ``cls``, an order Python
+        refuses), or whose ``__init_subclass__`` calls no ``__init_subclass__`` (a registry's:
+        autoreg's would not run for its own subclasses). In another file that has a class
+        statement of that name of its own, the name is that class (``class Net(nn.Module)`` then
+        ``class Net(autoreg.AutoRegisterMixin, Net)``, a class migrated in place there)."""
+        defining = os.path.abspath(defining)
+        for filename, node, _, bases in self._derived([cls], []):
+            if (
+                cls in bases
+                and os.path.abspath(filename) != defining
+                and any(
+                    other is not node and other.name == cls
+                    for other in self._parse(filename, self._read()[filename]).classes
+                )
+            ):
+                continue
             text = {"cls": cls, "subclass": node.name}
             if "AutoRegisterMixin" in bases or any(
                 ast.unparse(base) == "autoreg.Module" for base in node.bases
@@ -185,11 +198,11 @@ class ProjectSource:
 
     def _derived(
         self, classes: Sequence[str], skip: Sequence[tuple[str, int]]
-    ) -> Iterator[tuple[ast.ClassDef, set[str], set[str]]]:
+    ) -> Iterator[tuple[str, ast.ClassDef, set[str], set[str]]]:
         """Each class statement under the root, none of ``skip`` (file, first line: the classes
         the run built), that derives from a class named in ``classes`` (through others of the
-        project, or under another name it imports it as), with the names of the classes known
-        to derive from them so far and its bases' names."""
+        project, or under another name it imports it as), with its file, the names of the
+        classes known to derive from them so far and its bases' names."""
         names = set(classes)
         skipped = {(os.path.abspath(f), line) for f, line in skip}
         done: set[int] = set()
@@ -203,7 +216,7 @@ class ProjectSource:
                 if not names.intersection(bases):
                     continue
                 done.add(id(node))
-                yield node, names, bases
+                yield filename, node, names, bases
                 if node.name not in names:  # a subclass of it may store it: read again
                     names.add(node.name)
                     grown = True

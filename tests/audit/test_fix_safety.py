@@ -2046,3 +2046,34 @@ def test_a_class_whose_subclass_hides_its_own_subclasses_from_autoreg_is_listed(
         "subclasses of Registered, which would raise ClassDefinitionError when built"
     ) in err
     project.load("variants").Doubled()  # still builds
+
+
+# Another file's own class of the same name, migrated in place there: its ``Scaled`` base is that
+# file's class, not the one fix edits.
+SAME_NAME_ELSEWHERE = """\
+import autoreg
+from torch import nn
+
+
+class Scaled(nn.Module):
+    pass
+
+
+class Scaled(autoreg.AutoRegisterMixin, Scaled):  # noqa: F811 - migrated in place
+    pass
+"""
+
+
+def test_a_same_named_class_migrated_in_place_in_another_file_holds_nothing_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A class of another file with the same name, whose own ``Scaled`` derives from that file's
+    class: no reason to hold this one back. The check read every class statement whose base was
+    named ``Scaled`` as a subclass, and listed the class (the repository's own docs example,
+    beside a test file migrating a ``Net`` in place)."""
+    project.write("m", SCALED)
+    project.write("elsewhere", SAME_NAME_ELSEWHERE)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
+    assert "class Scaled(autoreg.Module):" in project.read("m"), err
+    assert status == 0, err
+    project.load("elsewhere")  # still imports
