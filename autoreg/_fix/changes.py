@@ -26,6 +26,8 @@ from .._messages.fix import (
     FIX_HAND_BASES,
     FIX_HAND_BASES_EDIT,
     FIX_HAND_BEFORE_INIT,
+    FIX_HAND_COMPUTED,
+    FIX_HAND_COMPUTED_EDIT,
     FIX_HAND_DECLARE_EDIT,
     FIX_HAND_DECLARED,
     FIX_HAND_DECLARED_EDIT,
@@ -251,6 +253,19 @@ class Changes:
                 continue
             if store.form == "augmented":
                 continue  # in place, on the buffer
+            if store.form == "computed":  # setattr(self, key, value): it may store anything
+                ran = edit.lineno and store.statement.start <= edit.lineno <= store.statement.end
+                reason, fix = (
+                    (FIX_HAND_SETATTR, FIX_HAND_SETATTR_EDIT)
+                    if ran
+                    else (
+                        FIX_HAND_COMPUTED.replace("{self}", store.self_name),
+                        FIX_HAND_COMPUTED_EDIT,
+                    )
+                )
+                listed(store, reason, fix)
+                refused = True
+                continue
             if seen:
                 kinds: set[str] = seen
             elif store.value is None:

@@ -5,10 +5,11 @@ The factory ran one configuration: ``sites`` knows the stores that ran and what 
 class's source also has the stores that did not run (the other branch of ``if logscale:``, a
 method the factory never called). ``stores_of`` finds them all in the class's methods
 (``self.x = v``, ``self.x: T = v``, ``setattr(self, "x", v)``, ``self.x += v``, ``del self.x``,
-and ``self.x`` among several targets); ``value_kind`` says what a value expression is when the
-source alone tells: a tensor (a ``torch`` factory, arithmetic on one, a tensor method of one, a
-local variable only ever bound to one), ``None``, an ``nn.Parameter``, a literal or a Python
-number (``t.item()``, ``float(x)``, ``math.sqrt(d)``) that is no tensor, or unknown.
+``self.x`` among several targets, and ``setattr(self, name, v)`` under a computed name);
+``value_kind`` says what a value expression is when the source alone tells: a tensor (a ``torch``
+factory, arithmetic on one, a tensor method of one, a local variable only ever bound to one),
+``None``, an ``nn.Parameter``, a literal or a Python number (``t.item()``, ``float(x)``,
+``math.sqrt(d)``) that is no tensor, or unknown.
 ``other_value`` finds, in a store that ran with a tensor, the value the source shows it may
 store in another configuration (the ``0.0`` of ``t if use_bias else 0.0``, a parameter's float
 default). ``construction_methods`` are the methods that run while the module
@@ -29,7 +30,8 @@ from .source import Index, Statement, dotted, is_self_attribute, literal, self_n
 
 __all__ = ["Store", "construction_methods", "other_value", "stores_of", "value_kind"]
 
-Form: TypeAlias = Literal["assign", "setattr", "augmented", "several", "delete"]
+# "computed": setattr(self, name, value) under a name the source does not spell (it may be this).
+Form: TypeAlias = Literal["assign", "setattr", "computed", "augmented", "several", "delete"]
 Kind: TypeAlias = Literal["tensor", "none", "parameter", "other"]
 # What other_value finds: the value, and the parameter whose default it is.
 _Other: TypeAlias = tuple[cst.BaseExpression, str | None] | None
@@ -361,7 +363,9 @@ def _forms(
         call = small.value
         assert isinstance(call, cst.Call)
         name = call.args[1].value
-        if isinstance(name, cst.SimpleString) and literal(name.value) == attribute:
+        if not isinstance(name, cst.SimpleString):
+            yield "computed", call.args[2].value
+        elif literal(name.value) == attribute:
             yield "setattr", call.args[2].value
 
 

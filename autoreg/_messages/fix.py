@@ -399,6 +399,16 @@ FIX_HAND_NOT_EDITABLE_EDIT: Final = (
 
 FIX_HAND_SETATTR: Final = "stored through setattr(), under a computed name"
 
+FIX_HAND_COMPUTED: Final = (
+    "setattr({self}, name, value) under a name the source does not spell may store it, and what "
+    "it stores there the source does not say (a buffer refuses anything but a tensor or None)"
+)
+
+FIX_HAND_COMPUTED_EDIT: Final = (
+    "keep {attribute} out of the names that setattr() stores, or store only a tensor or None "
+    "under it there; then run autoreg fix again"
+)
+
 FIX_HAND_SETATTR_EDIT: Final = (
     "self.register_buffer(name, value, persistent=False) in place of setattr(self, name, value)"
 )

@@ -361,3 +361,44 @@ def test_a_plain_store_in_a_one_line_suite_is_rewritten_in_place(
         'if causal: self.register_buffer("mask", torch.ones(n, n).tril(), persistent=False)',
         'else: self.register_buffer("mask", torch.ones(n, n), persistent=False)',
     ]
+
+
+# Config overrides stored under computed names: scale=0.5 stores a float over the tensor.
+OVERRIDES = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, n=3, **overrides):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.scale = torch.ones(n)
+        for key, value in overrides.items():
+            setattr(self, key, value)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def build():
+    return Scaled(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_setattr_under_a_computed_name_in_the_class_holds_the_name_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the first store became register_buffer, and Scaled(scale=0.5) raised TypeError
+    (a float stored over the buffer by setattr(self, key, value))."""
+    source = project.write("m", OVERRIDES).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == []
+    line = source.splitlines().index("            setattr(self, key, value)") + 1
+    assert (
+        f"{project.name}/m.py:{line}: Scaled.scale: setattr(self, name, value) under a name the "
+        "source does not spell may store it, and what it stores there the source does not say "
+        "(a buffer refuses anything but a tensor or None)"
+    ) in err
+
