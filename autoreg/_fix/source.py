@@ -279,10 +279,16 @@ def before_init(
 def probes(cls: cst.ClassDef, attribute: str) -> bool:
     """Whether ``cls`` asks whether ``attribute`` exists: ``hasattr(x, "a")``,
     ``getattr(x, "a", default)``, through ``__dict__`` / ``vars()``, or by reading ``x.a`` in a
-    ``try`` whose handler catches ``AttributeError``."""
+    ``try`` whose handler catches ``AttributeError`` or in ``with contextlib.suppress(...)``
+    that does; or may: ``hasattr(x, name)`` / ``getattr(x, name, default)`` of a name it
+    computes (which fix cannot read)."""
     name = m.SimpleString(m.MatchIfTrue(lambda text: literal(text) == attribute))
-    asks = m.Call(func=m.Name("hasattr"), args=[m.DoNotCare(), m.Arg(name)]) | m.Call(
-        func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(name), m.DoNotCare()]
+    computed: m.MatchIfTrue[cst.BaseExpression] = m.MatchIfTrue(
+        lambda node: not isinstance(node, (cst.SimpleString, cst.Integer, cst.Float))
+    )
+    asked = m.Arg(name) | m.Arg(computed)
+    asks = m.Call(func=m.Name("hasattr"), args=[m.DoNotCare(), asked]) | m.Call(
+        func=m.Name("getattr"), args=[m.DoNotCare(), asked, m.DoNotCare()]
     )
     through = m.Call(
         func=m.Attribute(value=m.Attribute(attr=m.Name("__dict__")) | m.Call(m.Name("vars"))),
@@ -294,6 +300,18 @@ def probes(cls: cst.ClassDef, attribute: str) -> bool:
     if m.findall(cls, asks | through):
         return True
     reads = m.Attribute(attr=m.Name(attribute))
+    if any(  # with contextlib.suppress(AttributeError): self.h
+        any(
+            dotted(item.item.func).rpartition(".")[2] == "suppress"
+            and any(_catches_attribute_error(arg.value) for arg in item.item.args)
+            for item in node.items
+            if isinstance(item.item, cst.Call)
+        )
+        and m.findall(node.body, reads)
+        for node in m.findall(cls, m.With())
+        if isinstance(node, cst.With)
+    ):
+        return True
     return any(  # try: self.h / except AttributeError (or anything that catches it)
         any(_catches_attribute_error(handler.type) for handler in node.handlers)
         and m.findall(node.body, reads)

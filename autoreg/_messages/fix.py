@@ -443,7 +443,8 @@ FIX_HAND_NO_INIT: Final = (
 
 FIX_HAND_PROBED: Final = (
     "first stored at run time, and {cls} asks whether it exists (hasattr(), getattr(), or "
-    "except AttributeError): registered in __init__, it would always exist"
+    "except AttributeError, contextlib.suppress(AttributeError); or hasattr() of a name it "
+    "computes, which fix cannot read): registered in __init__, it would always exist"
 )
 
 FIX_HAND_DECLARE_EDIT: Final = (

@@ -186,7 +186,8 @@ def test_a_store_it_cannot_rewrite_safely_is_listed_not_guessed(case: str) -> No
 
 PROBED = (
     "first stored at run time, and A asks whether it exists (hasattr(), getattr(), or except "
-    "AttributeError): registered in __init__, it would always exist"
+    "AttributeError, contextlib.suppress(AttributeError); or hasattr() of a name it computes, "
+    "which fix cannot read): registered in __init__, it would always exist"
 )
 
 
@@ -214,8 +215,30 @@ PROBED = (
             )
             for caught in ("AttributeError", "(KeyError, AttributeError)", "Exception")
         ),
+        (
+            "    def __init__(self):\n        super().__init__()\n\n"
+            "    def forward(self, x):\n"
+            "        state = [getattr(self, n) for n in ('h',) if hasattr(self, n)]\n"
+            "        self.h = x\n        return x\n",
+            PROBED,
+        ),
+        (
+            "    def __init__(self):\n        super().__init__()\n\n"
+            "    def forward(self, x):\n"
+            "        with contextlib.suppress(AttributeError):\n            x = x + self.h\n"
+            "        self.h = x\n        return x\n",
+            PROBED,
+        ),
     ],
-    ids=["probed-with-hasattr", "no-init", "probed-with-try", "try-tuple", "try-exception"],
+    ids=[
+        "probed-with-hasattr",
+        "no-init",
+        "probed-with-try",
+        "try-tuple",
+        "try-exception",
+        "computed-name",
+        "suppress",
+    ],
 )
 def test_runtime_state_it_cannot_declare_is_listed(body: str, reason: str) -> None:
     source = HEADER + "class A(nn.Module):\n" + body
