@@ -51,6 +51,8 @@ from .._messages.fix import (
     FIX_HAND_REGISTER_EDIT,
     FIX_HAND_SETATTR,
     FIX_HAND_SETATTR_EDIT,
+    FIX_HAND_SPELLED_DTYPE,
+    FIX_HAND_SPELLED_DTYPE_EDIT,
     FIX_HAND_STALE,
     FIX_HAND_STALE_EDIT,
     FIX_HAND_WRAP_METHOD,
@@ -76,7 +78,15 @@ from .source import (
     self_name_of,
     super_init,
 )
-from .stores import Callees, Store, construction_methods, other_value, stores_of, value_kind
+from .stores import (
+    Callees,
+    Store,
+    construction_methods,
+    other_value,
+    spelled_dtype,
+    stores_of,
+    value_kind,
+)
 
 __all__ = ["Changes"]
 
@@ -301,6 +311,16 @@ class Changes:
                 continue
             if "parameter" in kinds:
                 continue  # kept: nn.Module registers it as a parameter, in the buffer's place
+            assert store.value is not None  # not a delete nor augmented
+            spelling = spelled_dtype(store.value, store.method, torch_names)
+            if spelling:  # a float64 or complex tensor, in a configuration the run did not see
+                listed(
+                    store,
+                    FIX_HAND_SPELLED_DTYPE.replace("{spelling}", spelling),
+                    FIX_HAND_SPELLED_DTYPE_EDIT,
+                )
+                refused = True
+                continue
             # The run is one configuration: a store that ran with a tensor, and that the source
             # shows storing another value in another one (t if use_bias else 0.0), is listed.
             # (The value of `self.x, y = ...` is what is unpacked, not what self.x stores.)

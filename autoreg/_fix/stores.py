@@ -28,7 +28,23 @@ import libcst.matchers as m
 
 from .source import Index, Statement, dotted, is_self_attribute, literal, self_name_of
 
-__all__ = ["Store", "construction_methods", "other_value", "stores_of", "value_kind"]
+__all__ = [
+    "Store",
+    "construction_methods",
+    "other_value",
+    "spelled_dtype",
+    "stores_of",
+    "value_kind",
+]
+
+# What spells a tensor of another dtype than the default float one: a dtype, a method converting
+# to one, a function making a complex tensor.
+_OTHER_DTYPES: Final = frozenset(
+    {"float64", "double", "float16", "half", "bfloat16", "complex64", "complex128", "cfloat"}
+    | {"cdouble", "complex32", "chalf"}
+)
+_OTHER_DTYPE_METHODS: Final = frozenset({"double", "half", "bfloat16", "cfloat", "cdouble"})
+_COMPLEX_FUNCTIONS: Final = frozenset({"polar", "view_as_complex", "complex"})
 
 # "computed": setattr(self, name, value) under a name the source does not spell (it may be this).
 Form: TypeAlias = Literal["assign", "setattr", "computed", "augmented", "several", "delete"]
@@ -367,6 +383,55 @@ def _forms(
             yield "computed", call.args[2].value
         elif literal(name.value) == attribute:
             yield "setattr", call.args[2].value
+
+
+def spelled_dtype(
+    value: cst.BaseExpression, method: cst.FunctionDef, torch_names: frozenset[str]
+) -> str:
+    """How the source of ``value`` in ``method`` (the value, and what the method assigns to the
+    local names it reads, through those) spells a tensor of another dtype than the default float
+    one (``torch.float64``, ``.double()``, ``torch.polar``); ``""`` if it does not. A value
+    converted last by ``.float()`` is of the default dtype whatever it was made in."""
+    if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("float")), args=[])):
+        return ""
+    torch_name = m.Name(m.MatchIfTrue(lambda name: name in torch_names))
+    spelled = (
+        m.Attribute(value=torch_name, attr=m.Name(m.MatchIfTrue(lambda a: a in _OTHER_DTYPES)))
+        | m.Call(func=m.Attribute(attr=m.Name(m.MatchIfTrue(lambda a: a in _OTHER_DTYPE_METHODS))))
+        | m.Call(
+            func=m.Attribute(
+                value=torch_name, attr=m.Name(m.MatchIfTrue(lambda a: a in _COMPLEX_FUNCTIONS))
+            )
+        )
+    )
+    todo, seen = [value], set()
+    while todo:
+        node = todo.pop()
+        found = m.findall(node, spelled)
+        if found:
+            first = found[0]
+            if isinstance(first, cst.Call):
+                inner = first.func
+                assert isinstance(inner, cst.Attribute)
+                return (
+                    f"{dotted(inner)}()"
+                    if inner.attr.value in _COMPLEX_FUNCTIONS
+                    else f".{inner.attr.value}()"
+                )
+            return dotted(first)  # type: ignore[arg-type]
+        for name in {n.value for n in m.findall(node, m.Name()) if isinstance(n, cst.Name)}:
+            if name in seen or name in torch_names:
+                continue
+            seen.add(name)
+            for bound in m.findall(
+                method.body,
+                m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(m.Name(name)), m.ZeroOrMore()])
+                | m.AnnAssign(target=m.Name(name))
+                | m.AugAssign(target=m.Name(name)),
+            ):
+                if isinstance(bound, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and bound.value:
+                    todo.append(bound.value)
+    return ""
 
 
 def construction_methods(cls: cst.ClassDef, ran: set[str]) -> set[str]:

@@ -399,6 +399,16 @@ FIX_HAND_NOT_EDITABLE_EDIT: Final = (
 
 FIX_HAND_SETATTR: Final = "stored through setattr(), under a computed name"
 
+FIX_HAND_SPELLED_DTYPE: Final = (
+    "its source spells {spelling}, so it may store a tensor of that dtype in a configuration "
+    "the run did not build: as a buffer, .half() or .to(dtype) would convert it there"
+)
+
+FIX_HAND_SPELLED_DTYPE_EDIT: Final = (
+    'self.register_buffer("{attribute}", value, persistent=False) where it stores a tensor of '
+    "the default dtype; keep a float64 or complex one a plain attribute, under another name"
+)
+
 FIX_HAND_COMPUTED: Final = (
     "setattr({self}, name, value) under a name the source does not spell may store it, and what "
     "it stores there the source does not say (a buffer refuses anything but a tensor or None)"

@@ -402,3 +402,43 @@ def test_a_setattr_under_a_computed_name_in_the_class_holds_the_name_back(
         "(a buffer refuses anything but a tensor or None)"
     ) in err
 
+
+# A float64 schedule in the configuration the factory did not build (precise=True).
+PRECISE = """\
+import torch
+from torch import nn
+
+
+class Noise(nn.Module):
+    def __init__(self, n=10, precise=False):
+        super().__init__()
+        if precise:
+            betas = torch.linspace(1e-4, 0.02, n, dtype=torch.float64)
+        else:
+            betas = torch.linspace(1e-4, 0.02, n)
+        self.alphas = torch.cumprod(1 - betas, 0)
+
+    def forward(self, x):
+        return x * self.alphas[0]
+
+
+def build():
+    return Noise(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_store_whose_source_spells_float64_in_another_configuration_is_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: register_buffer("alphas", ...), and Noise(precise=True).half() converted the
+    float64 schedule to float16."""
+    source = project.write("m", PRECISE).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == []
+    line = source.splitlines().index("        self.alphas = torch.cumprod(1 - betas, 0)") + 1
+    assert (
+        f"{project.name}/m.py:{line}: Noise.alphas: its source spells torch.float64, so it may "
+        "store a tensor of that dtype in a configuration the run did not build"
+    ) in err
+
