@@ -19,6 +19,8 @@ import libcst.matchers as m
 
 from .._messages.fix import (
     FIX_A_PARAMETER,
+    FIX_HAND_ALIASED,
+    FIX_HAND_ALIASED_EDIT,
     FIX_HAND_ANOTHER_VALUE,
     FIX_HAND_ANOTHER_VALUE_EDIT,
     FIX_HAND_AUTOREG_NAME,
@@ -81,6 +83,7 @@ from .source import (
 from .stores import (
     Callees,
     Store,
+    aliased_as,
     construction_methods,
     other_value,
     spelled_dtype,
@@ -243,6 +246,13 @@ class Changes:
                 refuse(FIX_HAND_SETATTR, FIX_HAND_SETATTR_EDIT)
             else:
                 refuse(FIX_HAND_NOT_ASSIGN, FIX_HAND_REGISTER_EDIT)
+            return
+        aliased = aliased_as(cls, attribute)
+        if aliased:  # another store makes it an alias: two buffers would be converted apart
+            for store in stores:
+                text["other"] = aliased
+                listed(store, FIX_HAND_ALIASED, FIX_HAND_ALIASED_EDIT)
+            self.held_back.add((cls, attribute))
             return
         built = construction_methods(cls, set(edit.built))
         torch_names = self.index.torch_names()

@@ -30,6 +30,7 @@ from .source import Index, Statement, dotted, is_self_attribute, literal, self_n
 
 __all__ = [
     "Store",
+    "aliased_as",
     "construction_methods",
     "other_value",
     "spelled_dtype",
@@ -383,6 +384,43 @@ def _forms(
             yield "computed", call.args[2].value
         elif literal(name.value) == attribute:
             yield "setattr", call.args[2].value
+
+
+# Tensor methods that return a view of the tensor (or the tensor itself): what they store shares
+# its memory, which two buffers converted apart no longer do.
+_VIEWS: Final = frozenset(
+    {"view", "view_as", "reshape", "t", "transpose", "permute", "expand", "expand_as", "narrow"}
+    | {"squeeze", "unsqueeze", "flatten", "unflatten", "detach", "as_strided", "select"}
+    | {"diagonal", "unfold", "movedim", "swapaxes", "real", "imag", "mT", "T"}
+)
+
+
+def aliased_as(cls: cst.ClassDef, attribute: str) -> str:
+    """Another name a method of ``cls`` stores ``self.<attribute>`` itself under, or a view of
+    it (``self.shown = self.running``, ``self.w_t = self.w.t()``, ``self.x[0]``); ``""`` if
+    none."""
+    for node in m.findall(cls, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name()))])):
+        assert isinstance(node, cst.Assign)
+        target = node.targets[0].target
+        assert isinstance(target, cst.Attribute)
+        assert isinstance(target.value, cst.Name)
+        if target.attr.value == attribute:
+            continue
+        value = node.value
+        while True:
+            if isinstance(value, cst.Subscript):
+                value = value.value
+            elif isinstance(value, cst.Call) and m.matches(
+                value.func, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda a: a in _VIEWS)))
+            ):
+                value = value.func.value  # type: ignore[attr-defined]
+            elif isinstance(value, cst.Attribute) and value.attr.value in _VIEWS:
+                value = value.value
+            else:
+                break
+        if m.matches(value, m.Attribute(value=m.Name(target.value.value), attr=m.Name(attribute))):
+            return target.attr.value
+    return ""
 
 
 def spelled_dtype(

@@ -409,6 +409,16 @@ FIX_HAND_SPELLED_DTYPE_EDIT: Final = (
     "the default dtype; keep a float64 or complex one a plain attribute, under another name"
 )
 
+FIX_HAND_ALIASED: Final = (
+    "the source makes {other} the same tensor (self.{other} = self.{attribute}), or a view of "
+    "it: as buffers, .to() would convert the two apart"
+)
+
+FIX_HAND_ALIASED_EDIT: Final = (
+    "keep {attribute} and {other} plain attributes, or store one and read the other from it "
+    "(a property)"
+)
+
 FIX_HAND_COMPUTED: Final = (
     "setattr({self}, name, value) under a name the source does not spell may store it, and what "
     "it stores there the source does not say (a buffer refuses anything but a tensor or None)"

@@ -442,3 +442,46 @@ def test_a_store_whose_source_spells_float64_in_another_configuration_is_listed(
         "store a tensor of that dtype in a configuration the run did not build"
     ) in err
 
+
+# An alias of another store, in the configuration the factory did not build (tied=True).
+TIED = """\
+import torch
+from torch import nn
+
+
+class Tracker(nn.Module):
+    def __init__(self, n=3, tied=False):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.running = torch.zeros(n)
+        if tied:
+            self.shown = self.running
+        else:
+            self.shown = torch.zeros(n)
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.running.mul_(0.5).add_(y.detach().mean(0))
+        return y + self.shown
+
+
+def build():
+    return Tracker(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_tensor_another_store_aliases_in_another_configuration_is_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: register_buffer("running", ...), and Tracker(tied=True).double() converted
+    running and shown apart (shown no longer followed running)."""
+    source = project.write("m", TIED).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == []
+    line = source.splitlines().index("        self.running = torch.zeros(n)") + 1
+    assert (
+        f"{project.name}/m.py:{line}: Tracker.running: the source makes shown the same tensor "
+        "(self.shown = self.running), or a view of it: as buffers, .to() would convert the two "
+        "apart"
+    ) in err
