@@ -410,7 +410,8 @@ def why_no_buffer_slot(cls: type, name: str) -> str | None:
     attribute = owner.__dict__[name]
     if owner is nn.Module:  # nn.Module's own method (half, type, cuda): only a rename helps
         kind = type(attribute).__name__
-        return f"is nn.Module's own {kind} ({name}()) and hides any buffer of that name"
+        shown = f"{name}()" if callable(attribute) else name  # a method; a bool, a TypeVar
+        return f"is nn.Module's own {kind} ({shown}) and hides any buffer of that name"
     return (
         f"is defined on the class (a class-level {type(attribute).__name__}) and hides any "
         "buffer of that name"

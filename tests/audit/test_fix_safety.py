@@ -1044,6 +1044,15 @@ def test_a_name_nn_module_defines_is_told_to_be_renamed() -> None:
     )
 
 
+def test_a_name_nn_module_defines_that_is_no_function_is_not_written_as_a_call() -> None:
+    """Before: "nn.Module's own bool (dump_patches())", a call of what is no function."""
+    from autoreg._facts import why_no_buffer_slot
+
+    assert why_no_buffer_slot(torch.nn.Linear, "dump_patches") == (
+        "is nn.Module's own bool (dump_patches) and hides any buffer of that name"
+    )
+
+
 def test_tensors_made_in_inference_mode_that_share_values_are_listed(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
