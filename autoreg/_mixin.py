@@ -242,7 +242,12 @@ class AutoRegisterMixin(_MixinBase):
             return
         # A name deleted is a new name: its role is None, as a missing one reads, before the
         # next __delattr__ runs (a base's that stores a default again decides it afresh), and
-        # back if that one refuses.
+        # back if that one refuses. The key is kept: inside a compiled forward, dynamo replays
+        # this method after the graph and then its own record of a key removed, which raised
+        # KeyError, and this method cannot ask whether it is compiled (the call breaks the graph,
+        # and dynamo recursed). The list of carried names is not read: compiled code would guard
+        # on it; a name there whose role is not CARRIED is passed over (_carry), and pruned when
+        # the list next grows (_carry.carry). Copies and pickles drop both (__getstate__).
         d[key] = None
         try:
             super().__delattr__(name)
