@@ -282,10 +282,7 @@ def compiled_torch_assigns(cls: type, name: str) -> bool:
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     if name in record.declarations:
         return False
-    for unread in tuple(TORCH_UNREAD):
-        if unread in sys.modules:
-            read_torch_assigners()
-            break
+    read_torch_assigners()  # at trace time only: what the eager path checks first is no saving here
     for code in inlined_codes() or ():
         if id(code) not in record.setattr_codes:
             return id(code) in TORCH_ASSIGNS
