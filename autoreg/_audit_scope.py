@@ -274,15 +274,19 @@ def object_fields(value: object) -> list[tuple[str, object]]:
 
 
 def array_dtype(value: object) -> torch.dtype | None:
-    """The torch dtype of a numpy array (``None`` for anything else, or an array of objects);
-    numpy is not imported: an array exists only where numpy already is."""
+    """The torch dtype of a numpy array the audit reports: a floating or complex one (``None``
+    for anything else). An integer or boolean array holds sizes, indices or masks, which forward
+    reads as numbers or hands to torch, and ``.to(dtype)`` would convert nothing in it; where
+    forward makes a tensor of it, that tensor is the forward audit's finding, at the line that
+    makes it. numpy is not imported: an array exists only where numpy already is."""
     numpy = sys.modules.get("numpy")
     if numpy is None or not issubclass(type(value), numpy.ndarray):
         return None
     try:
-        return torch.from_numpy(numpy.empty((0,), dtype=cast(Any, value).dtype)).dtype
+        dtype = torch.from_numpy(numpy.empty((0,), dtype=cast(Any, value).dtype)).dtype
     except TypeError:  # strings, objects: not what a tensor holds
         return None
+    return dtype if dtype.is_floating_point or dtype.is_complex else None
 
 
 def iter_arrays(value: object, path: str) -> Iterator[tuple[str, object]]:

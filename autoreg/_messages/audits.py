@@ -130,7 +130,7 @@ FIX_NUMPY: Final = (
     "a numpy array, which .to() never moves: if forward computes with the array, make it a "
     "tensor (torch.as_tensor) kept as a buffer, and use that; if forward only takes numbers "
     "out of it (a schedule read per step, which a buffer's .half() would round) or never "
-    "reads it (a file header), leave it"
+    "reads it (statistics kept for reference), leave it"
 )
 
 FIX_OWN_TO: Final = (

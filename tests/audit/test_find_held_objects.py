@@ -86,8 +86,36 @@ def test_a_numpy_array_is_reported_with_its_dtype_and_a_fix() -> None:
         "a numpy array, which .to() never moves: if forward computes with the array, make it a "
         "tensor (torch.as_tensor) kept as a buffer, and use that; if forward only takes numbers "
         "out of it (a schedule read per step, which a buffer's .half() would round) or never "
-        "reads it (a file header), leave it"
+        "reads it (statistics kept for reference), leave it"
     )
+
+
+class Sized(nn.Module):
+    """StyleGAN3's layers keep their sizes as integer numpy arrays and read them as numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = np.broadcast_to(np.asarray(4), [2])
+        self.keep = np.array([True, False, True, True])
+        self.order = np.arange(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, : int(self.size[0])][:, self.keep] + torch.as_tensor(self.order)
+
+
+def test_an_integer_or_boolean_numpy_array_is_no_finding_and_a_tensor_made_of_it_is() -> None:
+    """Before: StyleGAN3's integer size arrays were eleven findings (and kept ``fix`` at exit 1
+    with nothing to change). ``.to(dtype)`` has nothing to convert in an integer or boolean array,
+    and what would stay behind is a tensor forward makes of it: the forward audit reports that
+    one, where it is made."""
+    model = Sized()
+    assert autoreg.find_unregistered(model) == []
+    model.window = np.hanning(4)  # floating: a table forward may compute with (rlkit's means)
+    assert [f.path for f in autoreg.find_unregistered(model)] == ["window"]
+    stray = autoreg.audit_forward(model, torch.ones(2, 8))
+    assert [(s.kind, s.source) for s in stray] == [
+        ("device", "return x[:, : int(self.size[0])][:, self.keep] + torch.as_tensor(self.order)")
+    ]
 
 
 class Guarded:

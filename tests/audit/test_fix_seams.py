@@ -85,7 +85,7 @@ def test_a_held_object_and_a_numpy_array_are_listed_with_what_is_true_and_the_au
         "a numpy array, which .to() never moves: if forward computes with the array, make it a "
         "tensor (torch.as_tensor) kept as a buffer, and use that; if forward only takes numbers "
         "out of it (a schedule read per step, which a buffer's .half() would round) or never "
-        "reads it (a file header), leave it",
+        "reads it (statistics kept for reference), leave it",
     ]
     assert "stored by forward" not in err
     assert f"{project.name}/m.py:17: Net.cfg" in err  # at the line that stored it
