@@ -40,6 +40,8 @@ from .._messages.fix import (
     FIX_HAND_CLASS_ATTRIBUTE,
     FIX_HAND_DEVICE_CACHE,
     FIX_HAND_DEVICE_CACHE_EDIT,
+    FIX_HAND_DICT_READ,
+    FIX_HAND_DICT_READ_EDIT,
     FIX_HAND_DTYPE,
     FIX_HAND_DTYPE_EDIT,
     FIX_HAND_FINDING,
@@ -63,6 +65,7 @@ from .._messages.fix import (
     FIX_SETTER_SETATTR,
     FIX_WRITTEN,
     PLAIN_COMMENT_ALIAS,
+    PLAIN_COMMENT_DICT_READ,
     PLAIN_COMMENT_DTYPE,
     PLAIN_COMMENT_FROM_PRETRAINED,
 )
@@ -228,6 +231,12 @@ def _stray(
         )
         if owner is not None:
             return hand(FIX_HAND_CLASS_ATTRIBUTE.format(owner=owner.__qualname__), fix)
+    through = _read_through_dict(cls, attribute)
+    if through is not None:  # a buffer is in _buffers, never in the instance's __dict__
+        reader, line = through
+        reason = FIX_HAND_DICT_READ.format(owner=reader, where=line)
+        edit = FIX_HAND_DICT_READ_EDIT.format(**text)
+        return dataclasses.replace(hand(reason, edit), plain=PLAIN_COMMENT_DICT_READ)
     viewed = next(
         (p for _, t in iter_tensors(value) if (p := viewed_parameter(module, t)) is not None), None
     )
@@ -430,6 +439,63 @@ def _stores_self(function: types.FunctionType, attribute: str, owner: str) -> bo
         for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
+
+
+def _read_through_dict(cls: type, attribute: str) -> tuple[str, str] | None:
+    """The first class of ``cls.__mro__`` or of a loaded subclass's, in the user's own code,
+    whose methods read or write ``attribute`` through an instance's ``__dict__`` or ``vars()``
+    (``x.__dict__["a"]``, ``vars(x).get("a")``, ``"a" in x.__dict__``), and where
+    (``file.py:line``); None if none does. A buffer lives in ``_buffers``: registered, the name
+    is no longer there."""
+    classes = dict.fromkeys(cls.__mro__)
+    for sub in _loaded_subclasses(cls):
+        classes.update(dict.fromkeys(sub.__mro__))
+    for klass in classes:
+        if not _is_own_class(klass):
+            continue
+        for function in _functions(klass):
+            try:
+                lines, first = inspect.getsourcelines(function)
+                tree = ast.parse(textwrap.dedent("".join(lines)))
+            except (OSError, TypeError, SyntaxError):
+                continue
+            for node in ast.walk(tree):
+                if _reads_dict(node, attribute):
+                    line = first + getattr(node, "lineno", 1) - 1
+                    return klass.__qualname__, location(function.__code__.co_filename, line)
+    return None
+
+
+def _reads_dict(node: ast.AST, attribute: str) -> bool:
+    """Whether ``node`` reads or writes ``attribute`` through a ``__dict__`` or ``vars()``."""
+
+    def through(value: ast.expr) -> bool:
+        return (isinstance(value, ast.Attribute) and value.attr == "__dict__") or (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "vars"
+            and len(value.args) == 1
+        )
+
+    def named(value: ast.expr) -> bool:
+        return isinstance(value, ast.Constant) and value.value == attribute
+
+    if isinstance(node, ast.Subscript):  # x.__dict__["a"], vars(x)["a"]
+        return through(node.value) and named(node.slice)
+    if isinstance(node, ast.Call):  # x.__dict__.get("a"), .pop, .setdefault
+        func = node.func
+        return (
+            isinstance(func, ast.Attribute)
+            and through(func.value)
+            and bool(node.args)
+            and named(node.args[0])
+        )
+    if isinstance(node, ast.Compare):  # "a" in x.__dict__
+        return named(node.left) and any(
+            isinstance(op, (ast.In, ast.NotIn)) and through(right)
+            for op, right in zip(node.ops, node.comparators, strict=True)
+        )
+    return False
 
 
 def _written(tensor: torch.Tensor) -> bool:

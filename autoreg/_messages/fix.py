@@ -148,6 +148,16 @@ FIX_HAND_MOVES_ITSELF_EDIT: Final = (
     "or leave it to {method}()"
 )
 
+FIX_HAND_DICT_READ: Final = (
+    "{owner} reads it through the instance's __dict__ ({where}), which holds no buffer: "
+    "registered, that read would raise KeyError or find another value"
+)
+
+FIX_HAND_DICT_READ_EDIT: Final = (
+    "read it as self.{attribute} (nn.Module finds a buffer there), then register it; or leave "
+    "it a plain attribute and move it where it is used: .to(x.device)"
+)
+
 FIX_HAND_COMPLEX: Final = (
     "a complex tensor: as a buffer, .to(a real dtype) would cast it to that dtype and drop its "
     "imaginary part (a wrong result, with no error), so it stays a plain attribute, as before"
@@ -173,6 +183,7 @@ PLAIN_COMMENT_DTYPE: Final = "# {dtype}: .to(a dtype) would convert a buffer of 
 PLAIN_COMMENT: Final = "# complex: .to(a real dtype) would drop its imaginary part"
 PLAIN_COMMENT_FROM_PRETRAINED: Final = "# from_pretrained would give a buffer of it no values"
 PLAIN_COMMENT_ALIAS: Final = "# an alias: .to() would convert a buffer of it apart from its tensor"
+PLAIN_COMMENT_DICT_READ: Final = "# read through __dict__, which holds no buffer"
 
 FIX_HAND_OTHER_VALUE: Final = (
     "stores {what} here, where register_buffer takes only a tensor or None"

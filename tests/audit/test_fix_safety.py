@@ -2086,3 +2086,52 @@ def test_a_same_named_class_migrated_in_place_in_another_file_holds_nothing_back
     assert "class Scaled(autoreg.Module):" in project.read("m"), err
     assert status == 0, err
     project.load("elsewhere")  # still imports
+
+
+DICT_READS = """\
+import torch
+from torch import nn
+
+
+class Masked(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.mask = torch.full((n,), 2.0)
+        self.shift = torch.ones(n)
+
+    def forward(self, x):
+        return self.lin(x) * {read} + self.shift
+
+
+def build():
+    return Masked(), (torch.ones(2, 3),)
+"""
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        'self.__dict__["mask"]',
+        'vars(self)["mask"]',
+        'vars(self).get("mask", 1.0)',
+        '(self.__dict__["mask"] if "mask" in self.__dict__ else 1.0)',
+    ],
+)
+@pytest.mark.parametrize("style", ["buffer", "base"])
+def test_a_name_read_through_the_instances_dict_is_never_made_a_buffer(
+    project: Project, capsys: pytest.CaptureFixture[str], read: str, style: str
+) -> None:
+    """A buffer lives in ``_buffers``, not in the instance's ``__dict__``. Before: ``mask``
+    became a buffer in both styles and fix said "now clean"; the forward then raised KeyError,
+    or silently multiplied by 1.0 in place of the mask. The name is listed, the others are
+    rewritten."""
+    project.write("m", DICT_READS.format(read=read))
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", style, "--write")
+    assert status == 1
+    assert "Masked.mask: Masked reads it through the instance's __dict__" in err
+    model, inputs = project.load().build()
+    assert "mask" in vars(model)
+    assert "shift" not in vars(model)  # a buffer now
+    expected = model.lin(inputs[0]) * 2.0 + 1.0
+    torch.testing.assert_close(model(*inputs), expected)
