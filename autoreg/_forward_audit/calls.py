@@ -36,6 +36,7 @@ model.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any, Final
@@ -44,7 +45,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .rules import tensors_in
-from .sites import Lines, Site
+from .sites import Lines, Site, called_by_torch
 from .tags import Tag, Tags
 
 __all__ = ["MODEL_DEVICE", "Call", "Calls", "dtype_origins"]
@@ -92,7 +93,8 @@ class Call:
     that held the default device it was given (``self.device``); ``autograd``: a call of autograd,
     under which Python code runs unseen; ``cast``: a cast the code wrote (``.float()``,
     ``.to(dtype)``), not one inside another operation; ``like``: for a cast, the tensor whose
-    dtype it takes (``.type_as(x)``, ``.to(x)``, ``.to(x.dtype)``: read just before it).
+    dtype it takes (``.type_as(x)``, ``.to(x)``, ``.to(x.dtype)``: read just before it);
+    ``torch``: a call torch's own code made (``called_by_torch``), whose dtypes are torch's.
     """
 
     target: bool | None
@@ -101,6 +103,7 @@ class Call:
     autograd: bool = False
     cast: bool = False
     like: torch.Tensor | None = None
+    torch: bool = False
 
 
 class Calls(TorchFunctionMode):
@@ -162,7 +165,8 @@ class Calls(TorchFunctionMode):
         func, args, kwargs, target, attribute = self._target(func, args, kwargs)
         inputs = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
         like = _like(func, args, kwargs, read) if func in _CASTS else None
-        call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS, like)
+        by_torch = called_by_torch(sys._getframe(1), func)
+        call = Call(target, inputs, attribute, func in _AUTOGRAD, func in _CASTS, like, by_torch)
         outer, self.call = self.call, call
         try:
             result = func(*args, **kwargs)

@@ -458,8 +458,8 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             else any(self.tags.follows(t) for t in tensors)
         )
         sites: tuple[Site, ...] | None
+        call = self.calls.call
         if factory:
-            call = self.calls.call
             attribute = call.device_attribute if call is not None and not follows else ""
             sites = (
                 self.lines.site(
@@ -479,7 +479,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             kept = tuple(s for s in self.tags.sites(tensors[0]) if s.host)
             # A cast to the dtype of another tensor (.to(x.dtype), .type_as(x)) that another
             # line gave it writes no dtype of its own: it has that line's.
-            like = self.calls.call.like if self.calls.call is not None else None
+            like = call.like if call is not None else None
             taken = dtype_origins(self.tags.sites(like), new[0].dtype) if like is not None else ()
             sites = merged([kept, taken or (self._cast(tensors[0], new[0].dtype),)])
             if new[0].dtype == self.dtype and self._code_casts():  # converted: no stray
@@ -495,8 +495,11 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 sites = merged(self.tags.sites(t) for t in sources)
             if floating(new[0]) and not any(floating(t) for t in tensors):
                 # Floating values computed from integers (divided, times a Python float): their
-                # dtype, the default one, came to be at this line, where to give them the model's.
-                computed = self.lines.site("computed", dtype=new[0].dtype)
+                # dtype, the default one, came to be at this line, where to give them the model's;
+                # torch's own code computing them (a bool mask made the query's dtype inside
+                # nn.MultiheadAttention) took its dtype from what it was handed: no cause.
+                internal = call is not None and call.torch
+                computed = self.lines.site("computed", dtype=new[0].dtype, internal=internal)
                 sites = merged([sites, (computed,)])
         for out in new:
             self.tags.set(out, Tag(follows or out.device.type != "cpu", sites or (), pending))
@@ -505,7 +508,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         """The site of a cast of ``source``: torch's own inside another operation; precision on
         purpose (an island) when the code casts the model's own values, floating in its dtype."""
         call = self.calls.call
-        if call is None or not call.cast:
+        if call is None or not call.cast or call.torch:
             return self.lines.site("cast", dtype=dtype, internal=True)
         island = (
             floating(source)

@@ -11,6 +11,7 @@ keeping the tensor alive.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Iterable
 from types import FrameType
@@ -22,6 +23,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .._audit import Finding
 from .._frames import is_library, torch_module
+from .._paths import AUTOREG_DIR, TORCH_DIR
 from .finding import ModeName
 
 __all__ = ["ByTensor", "Lines", "Site", "call", "merged", "untyped", "user_line"]
@@ -121,6 +123,30 @@ def user_frame(frame: FrameType | None) -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
+
+
+# autoreg's files, and torch's that pass a call on to the function called (a Tensor method's
+# Python wrapper, the override machinery, boolean_dispatch's choice of F.max_pool2d's form):
+# the frame that called through them made the call.
+_PASSING: Final = (
+    AUTOREG_DIR,
+    *(os.path.join(TORCH_DIR, name) for name in ("overrides.py", "_tensor.py", "_jit_internal.py")),
+    os.path.join(TORCH_DIR, "utils", "_python_dispatch.py"),
+)
+
+
+def called_by_torch(frame: FrameType | None, func: object) -> bool:
+    """Whether torch's own code made the call of ``func`` that the frames from ``frame`` out are
+    running: a module's ``forward`` or a helper of torch's (``nn.MultiheadAttention`` converting
+    a bool mask to the query's dtype), not the user's code. Then what the call makes is torch's
+    doing, decided by what the user handed it."""
+    code = getattr(func, "__code__", None)  # a Python function of torch's: its own frame
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if frame.f_code is not code and not filename.startswith(_PASSING):
+            return filename.startswith(TORCH_DIR)
+        frame = frame.f_back
+    return False
 
 
 def user_line(frame: FrameType | None) -> tuple[str, int]:

@@ -702,3 +702,59 @@ def test_a_cast_to_the_dtype_of_the_input_is_not_a_cause_the_input_is() -> None:
         )
     ]
     assert autoreg.audit_forward(_MappingNet(fixed=True), torch.randn(2, 8)) == []
+
+
+class _MaskedAttention(nn.Module):
+    """A bool causal mask handed to ``nn.MultiheadAttention`` (EnCodec's streaming LM), after a
+    float32 signal computed from integer positions is added to the activations: torch's own
+    code converts the mask to the query's dtype (``F._canonical_mask``), float32 only because of
+    that signal."""
+
+    def __init__(self, layer: bool = False, fixed: bool = False) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.fixed = fixed
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True) if layer else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        steps = torch.arange(x.shape[1], device=x.device).view(1, -1, 1)
+        signal = torch.sin(steps / 10.0)
+        x = self.norm(x) + (signal.to(x.dtype) if self.fixed else signal)
+        i = torch.arange(x.shape[1], device=x.device)
+        mask = i.view(-1, 1) < i.view(1, -1)
+        if self.layer is not None:
+            return self.layer(x, src_mask=mask)
+        return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("layer", [False, True], ids=["multihead-attention", "encoder-layer"])
+def test_a_bool_mask_torch_converts_to_the_querys_dtype_is_not_a_cause(layer: bool) -> None:
+    """Before: the attention line was reported too ("floating values computed from integers"),
+    with the fix ``.to(...dtype)``, which, applied to the bool mask, makes it an additive 0/1
+    bias: the outputs change with no error. The signal is the one cause; fixed, nothing is."""
+    x = torch.randn(2, 5, 8)
+    findings = autoreg.audit_forward(_MaskedAttention(layer).eval(), x)
+    assert [(f.kind, f.source) for f in findings] == [("dtype", "signal = torch.sin(steps / 10.0)")]
+    assert autoreg.audit_forward(_MaskedAttention(layer, fixed=True).eval(), x) == []
+
+
+class _SquareMask(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+def test_a_tensor_torchs_code_makes_where_it_was_not_told_is_the_callers_stray() -> None:
+    """What torch's own code decides from what it is handed is no cause (above); what it makes
+    on the default device, in the default dtype, because the caller did not say (``device=``,
+    ``dtype=``), is the caller's line's."""
+    findings = autoreg.audit_forward(_SquareMask(), torch.randn(2, 5, 8))
+    assert {(f.kind, f.source) for f in findings} == {
+        ("device", "mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])"),
+        ("dtype", "mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])"),
+    }
