@@ -62,6 +62,7 @@ from ._state import (
     CARRYING,
     MODULE_INTERNALS,
     OWN_KEYS,
+    SWEEP_AT,
     UNLISTED,
     role_key,
     role_name,
@@ -74,7 +75,9 @@ __all__ = [
     "carried",
     "carried_values",
     "carry",
+    "deleted_roles",
     "listed",
+    "sweep",
 ]
 
 _ApplyFn = Callable[[torch.Tensor], torch.Tensor]
@@ -127,17 +130,39 @@ _PRUNE_FROM: Final = 16
 
 
 def _pruned(module: nn.Module, names: dict[str, str]) -> dict[str, str]:
-    """The instance's list of carried names without those it no longer carries (deleted, or
-    given up), whose role keys holding None (a deleted name's) go too: a model that makes up a
-    name at every step and deletes it keeps a bounded list. A new dict: a copy that holds the old
-    one keeps it (_state)."""
+    """The instance's list of carried names without those it no longer carries (deleted, given
+    up, or taken out of ``__dict__`` around ``__delattr__``), whose role keys holding None (a
+    deleted name's) or ``CARRIED`` (a name no longer held) go too: a model that makes up a name at
+    every step and forgets it keeps a bounded list. A new dict: a copy that holds the old one
+    keeps it (_state)."""
     d = module.__dict__
-    kept = {n: k for n, k in names.items() if d.get(k) == CARRIED}
+    kept = {n: k for n, k in names.items() if n in d and d.get(k) == CARRIED}
     for n, k in names.items():
-        if n not in kept and k in d and d[k] is None:
+        if n not in kept and k in d and (d[k] is None or d[k] == CARRIED):
             del d[k]
     d[CARRYING] = kept
     return kept
+
+
+_SWEEP_FROM: Final = 64
+
+
+def deleted_roles(d: dict[str, Any]) -> list[str]:
+    """The keys in ``d`` (an instance's ``__dict__``, or its state) of the roles of names deleted:
+    they hold None (``__delattr__``)."""
+    return [k for k, v in d.items() if v is None and type(k) is str and role_name(k) is not None]
+
+
+def sweep(d: dict[str, Any]) -> None:
+    """Forget the roles of the names deleted from the instance whose ``__dict__`` is ``d``, once it
+    has doubled in size since the last sweep (amortized O(1)): a class with a framework base gives
+    every name it is assigned a role, which its deletion leaves holding None, and the list of
+    carried names (``_pruned``) holds only the names carried. Eager code only."""
+    if len(d) < d.get(SWEEP_AT, _SWEEP_FROM):
+        return
+    for key in deleted_roles(d):
+        del d[key]
+    d[SWEEP_AT] = max(_SWEEP_FROM, 2 * len(d))
 
 
 def listed(module: nn.Module) -> dict[str, str]:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import torch
 from torch import nn
 
-from ._carry import adopt, apply, carry, listed
+from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
 from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration, defining_namespace
@@ -84,7 +84,6 @@ from ._state import (
     PICKLED,
     SUPER_INIT,
     role_key,
-    role_name,
 )
 
 __all__ = ["AutoRegisterMixin", "Module"]
@@ -214,6 +213,7 @@ class AutoRegisterMixin(_MixinBase):
                     s = (name, s[1], FRAMEWORK, s[3], s[4], s[5], s[6])
             if s[2] is not role:  # row 4 answered, for good: the first assignment decides
                 d[key] = s[2]  # eager code only: dynamo before 2.7 cannot trace this store
+                sweep(d)  # a new role: the roles of deleted names go, now and then
             cached: Decision | None = record.decisions.get(s)
             if cached is None:
                 if not record.final:
@@ -247,7 +247,8 @@ class AutoRegisterMixin(_MixinBase):
         # KeyError, and this method cannot ask whether it is compiled (the call breaks the graph,
         # and dynamo recursed). The list of carried names is not read: compiled code would guard
         # on it; a name there whose role is not CARRIED is passed over (_carry), and pruned when
-        # the list next grows (_carry.carry). Copies and pickles drop both (__getstate__).
+        # the list next grows (_carry.carry); a role of a name never carried is swept when eager
+        # code next gives a name a role (_carry.sweep). Copies and pickles drop both.
         d[key] = None
         try:
             super().__delattr__(name)
@@ -266,7 +267,7 @@ class AutoRegisterMixin(_MixinBase):
         if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED, of
             # the names carried now (a name deleted, or given up, stays in the original's)
             state[CARRYING] = {n: k for n, k in listed(self).items() if state.get(k) == CARRIED}
-        for key in [k for k, v in state.items() if v is None and role_name(k) is not None]:
+        for key in deleted_roles(state):
             del state[key]  # the role of a name deleted (__delattr__)
         state[PICKLED] = True
         return state

@@ -17,7 +17,10 @@ looks them up instead of searching the whole ``__dict__``, and converts those wh
 carried value, or deletes it (in a compiled ``forward`` too), never reads it: a name deleted
 stays in it, its role None, and is there already when it is carried again, until eager code
 next adds a name and the list has doubled since (``_carry.carry``): then the names no longer
-carried leave it, by a new dict, and the keys holding None of the deleted ones go.
+carried, or no longer held (taken out of ``__dict__`` around ``__delattr__``), leave it, by a new
+dict, and their keys holding None or ``CARRIED`` go. The role of a name deleted that was never
+carried (on a class with a framework base, every name's) is forgotten when eager code next gives
+a new name a role and ``__dict__`` has doubled since the last time (``SWEEP_AT``, ``_carry.sweep``).
 
 A copy that bypasses autoreg's hooks - a class's own ``__getstate__`` returning
 ``self.__dict__.copy()``, a ``DataParallel`` replica, which copies ``__dict__`` - holds the very
@@ -68,6 +71,7 @@ __all__ = [
     "PICKLED",
     "ROLE",
     "SUPER_INIT",
+    "SWEEP_AT",
     "UNLISTED",
     "Building",
     "is_building",
@@ -79,6 +83,7 @@ ROLE: Final = "_autoreg_role_"  # + name, for a name that is an identifier
 _ROLE_HEX: Final = "_autoreg_rolehex_"  # + the name's UTF-8 bytes in hex, for a non-identifier
 CARRYING: Final = "_autoreg_carrying"  # {name: role_key(name)}: every name ever carried
 UNLISTED: Final = True  # under CARRYING, once compiled code carried a name first
+SWEEP_AT: Final = "_autoreg_sweep_at"  # the size of __dict__ at which deleted roles are next swept
 CONSTRUCTING: Final = "_autoreg_constructing"
 PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading

@@ -98,6 +98,67 @@ def test_a_model_that_makes_up_names_does_not_grow_its_class_or_instance_without
     assert model.last.dtype == torch.float64
 
 
+class GrowingLinear(autoreg.AutoRegisterMixin, nn.Linear):
+    """A class with a framework base: autoreg keeps a role for each name it is assigned (row 4)."""
+
+
+def _forget_by_del(module: nn.Module, name: str) -> None:
+    delattr(module, name)
+
+
+def _forget_by_pop(module: nn.Module, name: str) -> None:
+    module.__dict__.pop(name)  # around __delattr__: a cache cleared in place
+
+
+@pytest.mark.parametrize(
+    ("cls", "twin_cls"),
+    [(Growing, nn.Module), (GrowingLinear, nn.Linear)],
+    ids=["module", "framework base"],
+)
+@pytest.mark.parametrize("forget", [_forget_by_del, _forget_by_pop], ids=["del", "dict pop"])
+def test_thousands_of_live_modules_that_make_up_and_forget_names_stay_bounded(
+    cls: type[nn.Module], twin_cls: type[nn.Module], forget: Callable[[nn.Module, str], None]
+) -> None:
+    """A thousand live modules, each storing a tensor under a new name at every step and
+    forgetting it (``del``, or ``__dict__.pop`` around autoreg), and a number too when it is
+    deleted: each keeps a bounded ``__dict__`` (within a constant of its twin's), ``.to()``
+    converts exactly the tensors they carry at the end, and every tensor forgotten is freed. On a
+    class with a framework base the deleted names' roles stayed, one key per name made up (2,000
+    keys per module after a thousand steps); tensors forgotten with ``__dict__.pop`` stayed in
+    the list of carried names, which ``.to()`` walks, their roles with them. (A number popped
+    around autoreg on a class with a framework base keeps its role: design.md's limits.)"""
+    size = (2, 2) if cls is GrowingLinear else ()
+    modules = [cls(*size) for _ in range(1000)]
+    twin = twin_cls(*size)
+    freed: list[weakref.ref[torch.Tensor]] = []
+    for step in range(60):
+        for module in [*modules, twin]:
+            tensor = torch.zeros(1)
+            freed.append(weakref.ref(tensor))
+            setattr(module, f"made_{step}", tensor)  # run time: carried
+            forget(module, f"made_{step}")
+            if forget is _forget_by_del:  # (see the docstring)
+                setattr(module, f"count_{step}", step)
+                delattr(module, f"count_{step}")
+            del tensor
+        for module in modules[::7]:
+            module.state = torch.full((1,), float(step))  # updated now and then
+    gc.collect()
+    assert not [ref for ref in freed if ref() is not None]
+    assert max(len(vars(module)) for module in modules) <= len(vars(twin)) + 40
+    root = nn.ModuleList(modules)
+    registered = {id(t) for t in [*root.parameters(), *root.buffers()]}
+    carried = {id(module.state) for module in modules[::7]}
+    seen: list[int] = []
+
+    def record(tensor: torch.Tensor) -> torch.Tensor:
+        seen.append(id(tensor))
+        return tensor
+
+    root._apply(record)
+    assert sorted(seen) == sorted(registered | carried)
+
+
 class _Refusing(autoreg.Module):
     def __init__(self, table: torch.Tensor, n: int) -> None:
         self.table = table  # before nn.Module.__init__: waits to be registered
