@@ -196,10 +196,12 @@ class AutoRegisterMixin(_MixinBase):
                 and s[2] != FRAMEWORK
                 and name not in record.declarations
                 and name not in d  # torch's own state comes under names the module lacks
+                and name not in listed(self)  # and has not carried (deleted since)
             ):
                 # A first tensor or container stored after construction, under a new name: torch's
                 # own (TORCH_ASSIGNS) is row 4's on any class. (A name the module holds is not
-                # new: functional_call puts back under it what it swapped out.) Read here, in a
+                # new: functional_call puts back under it what it swapped out; so is one it carried
+                # that the forward deleted meanwhile, the model's state.) Read here, in a
                 # frame dynamo never compiles on its own, and inline: dynamo compiles on their own
                 # the functions an eager __setattr__ calls inside a compiled function.
                 caller = sys._getframe(1)
