@@ -10,6 +10,7 @@ refuse or report. ``Keeper`` behaves the same way, without pyro.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pytest
@@ -254,3 +255,57 @@ def test_what_a_bases_delattr_leaves_under_the_name_has_the_role_of_whose_store_
     assert model.double().h.dtype == torch.float32  # as nn.Module leaves the base's attribute
     model.remember(torch.ones(2))  # the framework's name, for good
     assert role(model, "h") == "plain"
+
+
+class _MovesH(nn.Module):
+    """The twin: its runtime state ``h`` is a plain attribute that its own ``.to()`` moves."""
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        result = super()._apply(fn, recurse)
+        if isinstance(self.__dict__.get("h"), torch.Tensor):
+            self.__dict__["h"] = fn(self.__dict__["h"])
+        return result
+
+
+def _resetting_delattr(self: nn.Module, name: str) -> None:
+    super(type(self), self).__delattr__(name)  # then the default stored again
+    if name == "h":
+        self.h = torch.zeros(2)
+
+
+def _object_delattr(self: nn.Module, name: str) -> None:
+    object.__delattr__(self, name)  # past nn.Module's and autoreg's
+
+
+def _popping_delattr(self: nn.Module, name: str) -> None:
+    self.__dict__.pop(name)
+
+
+@pytest.mark.parametrize(
+    "delete",
+    [_resetting_delattr, _object_delattr, _popping_delattr],
+    ids=["super then a default", "object.__delattr__", "__dict__.pop"],
+)
+def test_a_subclass_delattr_over_the_mixin_leaves_what_the_twins_to_converts(
+    delete: Callable[[nn.Module, str], None],
+) -> None:
+    """A subclass of an autoreg class whose ``__delattr__`` calls the mixin's and stores a default
+    again, or bypasses it: after ``del model.h``, after a value put back into ``__dict__`` around
+    ``__setattr__`` (``vars(model).update``), and after the model stores ``h`` again, ``.double()``
+    converts what the twin's ``.to()`` converts. (The mixin's ``__delattr__`` below a base of the
+    framework's is tested above; a subclass's over it was not.)"""
+    seen: list[tuple[str, torch.dtype | None]] = []
+    for base in (autoreg.Module, _MovesH):
+        cls = type("Deleting", (base,), {"__delattr__": delete, "__module__": __name__})
+        model = cls()
+        model.h = torch.ones(2)  # run time: the model's state
+        del model.h
+        model.double()
+        seen.append(("after del", getattr(model, "h", torch.ones(0, dtype=torch.int8)).dtype))
+        if "h" not in vars(model):
+            vars(model).update(h=torch.ones(2))  # put back around __setattr__
+            model.double()
+            seen.append(("put back", model.h.dtype))
+        model.h = torch.ones(2)
+        seen.append(("stored again", model.double().h.dtype))
+    assert seen[: len(seen) // 2] == seen[len(seen) // 2 :]

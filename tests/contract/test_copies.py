@@ -118,6 +118,42 @@ def test_a_copy_keeps_carrying_what_it_stores_at_run_time(
     assert role(copied, "table") == "non-persistent buffer"
 
 
+@CLASSES
+@ALL_COPIES
+@pytest.mark.parametrize("pruned", ["copy", "original"])
+def test_a_list_of_carried_names_pruned_on_one_of_a_copy_and_its_original_leaves_the_other(
+    cls: type[Recurrent], clone: Callable[[nn.Module], nn.Module], pruned: str
+) -> None:
+    """Fifteen names carried and deleted, the sixteenth carried: the next name carried prunes
+    the list (``_carry._pruned``) on the one it is stored on. A textbook copy and a replica
+    share the list with their original: neither's pruning, deletion or later names change what
+    the other's ``.double()`` converts. (Deleting on a copy was tested, never across pruning.)"""
+    original = cls()
+    original(torch.ones(1, 2))  # h carried
+    for step in range(15):
+        setattr(original, f"made_{step}", torch.zeros(1))
+        delattr(original, f"made_{step}")
+    original.kept = torch.zeros(1)
+    copied = clone(original)
+    one, other = (copied, original) if pruned == "copy" else (original, copied)
+    one.trigger = torch.zeros(1)  # the 17th name: the list is pruned on one
+    del one.kept
+    del one.h
+    other.double()
+    assert (other.h.dtype, other.kept.dtype) == (torch.float64, torch.float64)
+    assert "trigger" not in vars(other)
+    for step in range(40):  # the other makes up names and prunes its own list in turn
+        setattr(other, f"later_{step}", torch.zeros(1))
+        delattr(other, f"later_{step}")
+    del other.kept
+    one.h = torch.zeros(1, 2)
+    one.double()
+    assert (one.trigger.dtype, one.h.dtype) == (torch.float64, torch.float64)
+    other.float()
+    assert other.h.dtype == torch.float32  # still carried by the other
+    assert one.trigger.dtype == torch.float64
+
+
 @pytest.mark.parametrize(
     "clone", [copy.copy, copy.deepcopy, _pickle], ids=["copy", "deepcopy", "pickle"]
 )
