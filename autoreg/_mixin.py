@@ -196,7 +196,8 @@ class AutoRegisterMixin(_MixinBase):
                 and s[2] != FRAMEWORK
                 and name not in record.declarations
                 and name not in d  # torch's own state comes under names the module lacks
-                and name not in listed(self)  # and has not carried (deleted since)
+                # nor one it carried and deleted since (its own role None, not a copy's name)
+                and not (key in d and name in listed(self))
             ):
                 # A first tensor or container stored after construction, under a new name: torch's
                 # own (TORCH_ASSIGNS) is row 4's on any class. (A name the module holds is not

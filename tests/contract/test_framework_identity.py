@@ -950,6 +950,31 @@ def test_a_carried_name_a_forward_stores_and_deletes_under_functional_call_is_th
     assert held[0] == ({"h": torch.float64} if swapped else {})
 
 
+class _Probing(Functional):
+    """Records, inside its forward, what ``extra`` is; copies with the textbook ``__getstate__``
+    (which shares autoreg's list of carried names with the copy)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.__dict__.setdefault("seen", []).append(role(self, "extra"))
+        return super().forward(x)
+
+
+def test_a_name_only_a_copy_carried_is_torchs_when_functional_call_sets_it_on_the_original() -> (
+    None
+):
+    """A textbook copy (or a replica) shares the list of carried names with its original: a name
+    the copy carried is in the original's list too, but the original never carried it, and
+    ``functional_call`` setting it there is torch's (row 4), a plain attribute for the call."""
+    original = _Probing()
+    original.state = torch.zeros(2)  # carried: the original has a list, which the copy shares
+    copy.copy(original).extra = torch.zeros(2)  # carried by the copy, listed in both
+    torch.func.functional_call(original, {"extra": torch.ones(2)}, (torch.ones(2),), strict=False)
+    assert original.__dict__["seen"] == ["plain"]
+
+
 @pytest.mark.xfail(
     strict=False,  # measured on 2.13 only
     reason="not mended (compatibility.md): compiled code cannot read the list of names the "
