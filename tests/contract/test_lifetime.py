@@ -123,7 +123,7 @@ def test_thousands_of_live_modules_that_make_up_and_forget_names_stay_bounded(
     forgetting it (``del``, or ``__dict__.pop`` around autoreg), and a number too when it is
     deleted: each keeps a bounded ``__dict__`` (within a constant of its twin's), ``.to()``
     converts exactly the tensors they carry at the end, and every tensor forgotten is freed. On a
-    class with a framework base the deleted names' roles stayed, one key per name made up (2,000
+    class with a framework base the deleted numbers' roles stayed, one key per name made up (1,000
     keys per module after a thousand steps); tensors forgotten with ``__dict__.pop`` stayed in
     the list of carried names, which ``.to()`` walks, their roles with them. (A number popped
     around autoreg on a class with a framework base keeps its role: design.md's limits.)"""
