@@ -54,6 +54,7 @@ from .._messages.fix import (
     FIX_HAND_SETATTR,
     FIX_HAND_SETATTR_EDIT,
     FIX_HAND_SPELLED_DTYPE,
+    FIX_HAND_SPELLED_DTYPE_BASE_EDIT,
     FIX_HAND_SPELLED_DTYPE_EDIT,
     FIX_HAND_STALE,
     FIX_HAND_STALE_EDIT,
@@ -61,6 +62,7 @@ from .._messages.fix import (
     FIX_HAND_WRAP_SHAPE,
     FIX_NOT_A_TENSOR,
     FIX_OF_PARAMETER,
+    PLAIN_COMMENT_SPELLED,
 )
 from .edits import (
     DeclareBuffer,
@@ -87,6 +89,7 @@ from .stores import (
     construction_methods,
     other_value,
     spelled_dtype,
+    stored_names,
     stores_of,
     value_kind,
 )
@@ -140,8 +143,10 @@ class Changes:
             refuse(FIX_HAND_STALE, FIX_HAND_STALE_EDIT)
         elif isinstance(edit, MakeAutoreg):
             self._make_autoreg(cls, edit, refuse)
-        elif isinstance(edit, DeclarePlain):
-            self.plain.setdefault(cls, []).append((edit.attribute, edit.comment))
+        elif isinstance(edit, DeclarePlain):  # what the run saw says why, over the source
+            plain = self.plain.setdefault(cls, [])
+            plain[:] = [(n, c) for n, c in plain if n != edit.attribute]
+            plain.append((edit.attribute, edit.comment))
         elif isinstance(edit, DeclareBuffer):
             self._declare(cls, edit, refuse)
         elif isinstance(edit, RegisterBuffer):
@@ -184,6 +189,63 @@ class Changes:
         self.bases[cls] = bases
         self.imports.add("autoreg")
         self.made.append(edit)
+        self._keep_plain_by_source(cls, edit)
+
+    def _keep_plain_by_source(self, cls: cst.ClassDef, edit: MakeAutoreg) -> None:
+        """Declare ``autoreg.Plain``, and list, each name of ``cls`` that autoreg would convert
+        wrongly in a configuration the run did not build (the run's own are ``DeclarePlain``
+        edits): a store whose source spells a float dtype other than the default one
+        (``stores.spelled_dtype``; a complex one only for a declared name, a buffer: autoreg
+        carries an undeclared complex tensor complex). A name stored a parameter or a module
+        anywhere is nn.Module's, converted as before."""
+        torch_names = self.index.torch_names()
+        for attribute in stored_names(cls):
+            stores = [
+                s
+                for s in stores_of(self.index, cls, attribute)
+                if s.value is not None and s.form in ("assign", "setattr")
+            ]
+            kinds = {
+                value_kind(s.value, s.method, s.self_name, attribute, torch_names)
+                for s in stores
+                if s.value is not None
+            }
+            if kinds & {"parameter", "module"}:
+                continue
+            declared = attribute in edit.cls.declared
+            for store in stores:
+                assert store.value is not None
+                spelling = spelled_dtype(store.value, store.method, torch_names, declared)
+                if spelling:
+                    comment = PLAIN_COMMENT_SPELLED.format(spelling=spelling)
+                    reason = FIX_HAND_SPELLED_DTYPE.replace("{spelling}", spelling)
+                    self._plain_listed(cls, edit, attribute, store, comment, reason)
+                    break
+
+    def _plain_listed(
+        self,
+        cls: cst.ClassDef,
+        edit: MakeAutoreg,
+        attribute: str,
+        store: Store,
+        comment: str,
+        reason: str,
+    ) -> None:
+        """``attribute: autoreg.Plain  # comment`` in ``cls`` (unless a ``DeclarePlain`` of the
+        run declares it), and ``store`` listed with ``reason``."""
+        plain = self.plain.setdefault(cls, [])
+        if all(name != attribute for name, _ in plain):
+            plain.append((attribute, comment))
+        text = {"cls": edit.cls.qualname, "attribute": attribute}
+        hand = HandEdit(
+            self.filename,
+            store.statement.start,
+            f"{edit.cls.short}.{attribute}",
+            reason.format(**text),
+            FIX_HAND_SPELLED_DTYPE_BASE_EDIT.format(**text),
+        )
+        if hand not in self.hand:
+            self.hand.append(hand)
 
     def _refusing_declared(self, cls: cst.ClassDef, edit: MakeAutoreg) -> str | None:
         """The first name the annotations of ``cls`` would declare a buffer once it is

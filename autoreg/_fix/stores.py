@@ -34,6 +34,7 @@ __all__ = [
     "construction_methods",
     "other_value",
     "spelled_dtype",
+    "stored_names",
     "stores_of",
     "value_kind",
 ]
@@ -46,6 +47,14 @@ _OTHER_DTYPES: Final = frozenset(
 )
 _OTHER_DTYPE_METHODS: Final = frozenset({"double", "half", "bfloat16", "cfloat", "cdouble"})
 _COMPLEX_FUNCTIONS: Final = frozenset({"polar", "view_as_complex", "complex"})
+_COMPLEX: Final = (
+    _COMPLEX_FUNCTIONS
+    | {"complex64", "complex128", "cfloat", "cdouble"}
+    | {
+        "complex32",
+        "chalf",
+    }
+)
 
 # "computed": setattr(self, name, value) under a name the source does not spell (it may be this).
 Form: TypeAlias = Literal["assign", "setattr", "computed", "augmented", "several", "delete"]
@@ -395,6 +404,20 @@ _VIEWS: Final = frozenset(
 )
 
 
+def stored_names(cls: cst.ClassDef) -> list[str]:
+    """The names ``cls`` assigns as ``<name>.<attribute> = ...`` anywhere in its body, each once,
+    in the order written (``stores_of`` tells which are stores of ``self``)."""
+    attribute = m.Attribute(value=m.Name())
+    targets = m.findall(cls, m.AssignTarget(attribute) | m.AnnAssign(target=attribute))
+    return list(
+        dict.fromkeys(
+            t.target.attr.value  # type: ignore[attr-defined]
+            for t in targets
+            if isinstance(t, (cst.AssignTarget, cst.AnnAssign))
+        )
+    )
+
+
 def aliased_as(cls: cst.ClassDef, attribute: str) -> str:
     """Another name a method of ``cls`` stores ``self.<attribute>`` itself under, or a view of
     it (``self.shown = self.running``, ``self.w_t = self.w.t()``, ``self.x[0]``); ``""`` if
@@ -424,22 +447,31 @@ def aliased_as(cls: cst.ClassDef, attribute: str) -> str:
 
 
 def spelled_dtype(
-    value: cst.BaseExpression, method: cst.FunctionDef, torch_names: frozenset[str]
+    value: cst.BaseExpression,
+    method: cst.FunctionDef,
+    torch_names: frozenset[str],
+    complex_: bool = True,
 ) -> str:
     """How the source of ``value`` in ``method`` (the value, and what the method assigns to the
     local names it reads, through those) spells a tensor of another dtype than the default float
     one (``torch.float64``, ``.double()``, ``torch.polar``); ``""`` if it does not. A value
-    converted last by ``.float()`` is of the default dtype whatever it was made in."""
+    converted last by ``.float()`` is of the default dtype whatever it was made in.
+    ``complex_``: whether a complex dtype counts (autoreg carries an undeclared complex tensor
+    complex under any ``.to()``; a buffer would be cast to a real dtype)."""
     if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("float")), args=[])):
         return ""
+    skipped = frozenset() if complex_ else _COMPLEX
+    dtypes, methods, functions = (
+        _OTHER_DTYPES - skipped,
+        _OTHER_DTYPE_METHODS - skipped,
+        _COMPLEX_FUNCTIONS - skipped,
+    )
     torch_name = m.Name(m.MatchIfTrue(lambda name: name in torch_names))
     spelled = (
-        m.Attribute(value=torch_name, attr=m.Name(m.MatchIfTrue(lambda a: a in _OTHER_DTYPES)))
-        | m.Call(func=m.Attribute(attr=m.Name(m.MatchIfTrue(lambda a: a in _OTHER_DTYPE_METHODS))))
+        m.Attribute(value=torch_name, attr=m.Name(m.MatchIfTrue(lambda a: a in dtypes)))
+        | m.Call(func=m.Attribute(attr=m.Name(m.MatchIfTrue(lambda a: a in methods))))
         | m.Call(
-            func=m.Attribute(
-                value=torch_name, attr=m.Name(m.MatchIfTrue(lambda a: a in _COMPLEX_FUNCTIONS))
-            )
+            func=m.Attribute(value=torch_name, attr=m.Name(m.MatchIfTrue(lambda a: a in functions)))
         )
     )
     todo, seen = [value], set()

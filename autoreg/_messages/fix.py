@@ -430,6 +430,14 @@ FIX_HAND_ALIASED_EDIT: Final = (
     "(a property)"
 )
 
+FIX_HAND_SPELLED_DTYPE_BASE_EDIT: Final = (
+    "move it where forward uses it (self.{attribute}.to(x.device)), or keep a float64 one under "
+    "another name so that autoreg registers the default-dtype one; until then it is declared "
+    "autoreg.Plain, a plain attribute as before, which .to() leaves behind"
+)
+
+PLAIN_COMMENT_SPELLED: Final = "# {spelling} in its source: .to(a dtype) would convert it"
+
 FIX_HAND_COMPUTED: Final = (
     "setattr({self}, name, value) under a name the source does not spell may store it, and what "
     "it stores there the source does not say (a buffer refuses anything but a tensor or None)"

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import pytest
+import torch
 
 from .fix_support import Project, project
 
@@ -441,6 +443,67 @@ def test_a_store_whose_source_spells_float64_in_another_configuration_is_listed(
         f"{project.name}/m.py:{line}: Noise.alphas: its source spells torch.float64, so it may "
         "store a tensor of that dtype in a configuration the run did not build"
     ) in err
+
+
+def test_base_style_keeps_a_store_whose_source_spells_float64_elsewhere_plain(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: Noise became autoreg.Module, autoreg registered alphas in every configuration,
+    and Noise(precise=True).half() converted the float64 schedule to float16."""
+    source = project.write("m", PRECISE).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "base")
+    assert status == 1
+    line = source.splitlines().index("        self.alphas = torch.cumprod(1 - betas, 0)") + 1
+    assert (
+        f"{project.name}/m.py:{line}: Noise.alphas: its source spells torch.float64, so it may "
+        "store a tensor of that dtype in a configuration the run did not build"
+    ) in err
+    assert _added(out) == [
+        "import autoreg",
+        "class Noise(autoreg.Module):",
+        "alphas: autoreg.Plain  # torch.float64 in its source: .to(a dtype) would convert it",
+    ]
+    project.fix(capsys, f"{project.name}.m:build", "--style", "base", "--write")
+    model = project.load().Noise(precise=True).half()
+    assert model.alphas.dtype == torch.float64
+
+
+# A complex table in the configuration the factory did not build: autoreg carries it complex.
+POLAR = """\
+import torch
+from torch import nn
+
+
+class Rope(nn.Module):
+    def __init__(self, n=4, use_complex=False):
+        super().__init__()
+        angles = torch.arange(n) * 0.5
+        if use_complex:
+            self.freqs = torch.polar(torch.ones(n), angles)
+        else:
+            self.freqs = torch.cat([angles.cos(), angles.sin()])
+
+    def forward(self, x):
+        return x * self.freqs.real.sum() if self.freqs.is_complex() else x * self.freqs.sum()
+
+
+def build():
+    return Rope(), (torch.ones(2, 3),)
+"""
+
+
+def test_base_style_makes_a_class_autoreg_whose_source_spells_a_complex_tensor_elsewhere(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """autoreg carries an undeclared complex tensor and never casts it to a real dtype: the
+    class is made autoreg's, nothing listed, and Rope(use_complex=True) stays complex."""
+    project.write("m", POLAR)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "base", "--write")
+    assert status == 0, err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nn.Module warns when it drops the imaginary part
+        model = project.load().Rope(use_complex=True).to(torch.bfloat16)
+    assert model.freqs.is_complex()
 
 
 # An alias of another store, in the configuration the factory did not build (tied=True).
