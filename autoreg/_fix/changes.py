@@ -20,6 +20,7 @@ import libcst.matchers as m
 from .._messages.fix import (
     FIX_A_PARAMETER,
     FIX_HAND_ALIASED,
+    FIX_HAND_ALIASED_BASE_EDIT,
     FIX_HAND_ALIASED_EDIT,
     FIX_HAND_ANOTHER_VALUE,
     FIX_HAND_ANOTHER_VALUE_EDIT,
@@ -62,6 +63,7 @@ from .._messages.fix import (
     FIX_HAND_WRAP_SHAPE,
     FIX_NOT_A_TENSOR,
     FIX_OF_PARAMETER,
+    PLAIN_COMMENT_ALIAS,
     PLAIN_COMMENT_SPELLED,
 )
 from .edits import (
@@ -194,10 +196,12 @@ class Changes:
     def _keep_plain_by_source(self, cls: cst.ClassDef, edit: MakeAutoreg) -> None:
         """Declare ``autoreg.Plain``, and list, each name of ``cls`` that autoreg would convert
         wrongly in a configuration the run did not build (the run's own are ``DeclarePlain``
-        edits): a store whose source spells a float dtype other than the default one
-        (``stores.spelled_dtype``; a complex one only for a declared name, a buffer: autoreg
-        carries an undeclared complex tensor complex). A name stored a parameter or a module
-        anywhere is nn.Module's, converted as before."""
+        edits), as the buffer style holds such a name back: a store whose source spells a float
+        dtype other than the default one (``stores.spelled_dtype``; a complex one only for a
+        declared name, a buffer: autoreg carries an undeclared complex tensor complex); a name
+        another store makes an alias of, or a view of (``stores.aliased_as``), with that alias:
+        two buffers, converted apart. A name stored a parameter or a module anywhere is
+        nn.Module's, converted as before."""
         torch_names = self.index.torch_names()
         for attribute in stored_names(cls):
             stores = [
@@ -210,7 +214,18 @@ class Changes:
                 for s in stores
                 if s.value is not None
             }
-            if kinds & {"parameter", "module"}:
+            if not stores or kinds & {"parameter", "module"}:
+                continue
+            text = {"cls": edit.cls.qualname, "attribute": attribute}
+            aliased = aliased_as(cls, attribute)
+            if aliased:
+                text["other"] = aliased
+                reason = FIX_HAND_ALIASED.format(**text)
+                fix = FIX_HAND_ALIASED_BASE_EDIT
+                self._plain_listed(
+                    cls, edit, attribute, stores[0], PLAIN_COMMENT_ALIAS, reason, fix
+                )
+                self._keep_plain(cls, aliased, PLAIN_COMMENT_ALIAS)
                 continue
             declared = attribute in edit.cls.declared
             for store in stores:
@@ -219,7 +234,9 @@ class Changes:
                 if spelling:
                     comment = PLAIN_COMMENT_SPELLED.format(spelling=spelling)
                     reason = FIX_HAND_SPELLED_DTYPE.replace("{spelling}", spelling)
-                    self._plain_listed(cls, edit, attribute, store, comment, reason)
+                    reason = reason.format(**text)
+                    fix = FIX_HAND_SPELLED_DTYPE_BASE_EDIT.format(**text)
+                    self._plain_listed(cls, edit, attribute, store, comment, reason, fix)
                     break
 
     def _plain_listed(
@@ -230,22 +247,21 @@ class Changes:
         store: Store,
         comment: str,
         reason: str,
+        fix: str,
     ) -> None:
-        """``attribute: autoreg.Plain  # comment`` in ``cls`` (unless a ``DeclarePlain`` of the
-        run declares it), and ``store`` listed with ``reason``."""
+        """``attribute: autoreg.Plain  # comment`` in ``cls``, and ``store`` listed."""
+        self._keep_plain(cls, attribute, comment)
+        name = f"{edit.cls.short}.{attribute}"
+        hand = HandEdit(self.filename, store.statement.start, name, reason, fix)
+        if hand not in self.hand:
+            self.hand.append(hand)
+
+    def _keep_plain(self, cls: cst.ClassDef, attribute: str, comment: str) -> None:
+        """``attribute: autoreg.Plain  # comment`` in ``cls``, unless it is declared so already
+        (a ``DeclarePlain`` of the run replaces it: what the run saw says why)."""
         plain = self.plain.setdefault(cls, [])
         if all(name != attribute for name, _ in plain):
             plain.append((attribute, comment))
-        text = {"cls": edit.cls.qualname, "attribute": attribute}
-        hand = HandEdit(
-            self.filename,
-            store.statement.start,
-            f"{edit.cls.short}.{attribute}",
-            reason.format(**text),
-            FIX_HAND_SPELLED_DTYPE_BASE_EDIT.format(**text),
-        )
-        if hand not in self.hand:
-            self.hand.append(hand)
 
     def _refusing_declared(self, cls: cst.ClassDef, edit: MakeAutoreg) -> str | None:
         """The first name the annotations of ``cls`` would declare a buffer once it is

@@ -438,6 +438,11 @@ FIX_HAND_SPELLED_DTYPE_BASE_EDIT: Final = (
 
 PLAIN_COMMENT_SPELLED: Final = "# {spelling} in its source: .to(a dtype) would convert it"
 
+FIX_HAND_ALIASED_BASE_EDIT: Final = (
+    "store one and read the other from it (a property); until then both are declared "
+    "autoreg.Plain, plain attributes as before, which .to() leaves behind"
+)
+
 FIX_HAND_COMPUTED: Final = (
     "setattr({self}, name, value) under a name the source does not spell may store it, and what "
     "it stores there the source does not say (a buffer refuses anything but a tensor or None)"

@@ -548,3 +548,35 @@ def test_a_tensor_another_store_aliases_in_another_configuration_is_listed(
         "(self.shown = self.running), or a view of it: as buffers, .to() would convert the two "
         "apart"
     ) in err
+
+
+def test_base_style_keeps_a_tensor_another_store_aliases_elsewhere_plain(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: Tracker became autoreg.Module, autoreg registered running and shown as two
+    buffers in the tied configuration, and .double() converted them apart (shown no longer
+    followed running, and forward gave another result)."""
+    source = project.write("m", TIED).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "base")
+    assert status == 1
+    line = source.splitlines().index("        self.running = torch.zeros(n)") + 1
+    assert (
+        f"{project.name}/m.py:{line}: Tracker.running: the source makes shown the same tensor "
+        "(self.shown = self.running), or a view of it: as buffers, .to() would convert the two "
+        "apart"
+    ) in err
+    alias = "# an alias: .to() would convert a buffer of it apart from its tensor"
+    assert _added(out) == [
+        "import autoreg",
+        "class Tracker(autoreg.Module):",
+        f"running: autoreg.Plain  {alias}",
+        f"shown: autoreg.Plain  {alias}",
+    ]
+    original = project.load().Tracker
+    torch.manual_seed(0)
+    expected = original(tied=True).double()(torch.ones(2, 3, dtype=torch.float64))
+    project.fix(capsys, f"{project.name}.m:build", "--style", "base", "--write")
+    torch.manual_seed(0)
+    model = project.load().Tracker(tied=True).double()
+    assert model.shown is model.running
+    assert torch.equal(model(torch.ones(2, 3, dtype=torch.float64)), expected)
