@@ -383,6 +383,14 @@ class Changes:
                 # After a register_buffer of the name earlier in the method, nn.Module replaces
                 # the buffer with a parameter (learn=True: self.x = nn.Parameter(self.x)).
                 takes |= {"parameter"}
+            if (
+                construction
+                and len(stores) == 2
+                and stores[0].statement.excludes(stores[1].statement)
+            ):
+                # The two branches of one if (learnable: a parameter, else a tensor), and no
+                # other store: no buffer exists where the parameter is stored.
+                takes |= {"parameter"}
             if not kinds:
                 reason, fix = (
                     (FIX_HAND_NOT_RUN, FIX_HAND_NOT_RUN_EDIT)

@@ -47,6 +47,20 @@ class Statement:
         """The nodes between ``outer`` (excluded) and the statement."""
         return self.ancestors[self.ancestors.index(outer) + 1 :]
 
+    def excludes(self, other: Statement) -> bool:
+        """Whether the statement and ``other`` are in the two branches of one ``if`` (its body
+        and its ``else``/``elif``): one never runs where the other does, in one pass."""
+        mine, theirs = (*self.ancestors, self.node), (*other.ancestors, other.node)
+        return any(
+            isinstance(node, cst.If)
+            and node.orelse is not None
+            and (
+                (node.body in mine and node.orelse in theirs)
+                or (node.orelse in mine and node.body in theirs)
+            )
+            for node in self.ancestors
+        )
+
 
 class Index(cst.CSTVisitor):
     """Every class (by qualified name) and every line of simple statements of a module, the

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from torch import nn
 
 from .fix_support import Project, project
 
@@ -580,3 +581,64 @@ def test_base_style_keeps_a_tensor_another_store_aliases_elsewhere_plain(
     model = project.load().Tracker(tied=True).double()
     assert model.shown is model.running
     assert torch.equal(model(torch.ones(2, 3, dtype=torch.float64)), expected)
+
+
+# A learnable/fixed toggle: a parameter in one branch, a tensor in the other.
+TOGGLE = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, n=3, learnable=False):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        if learnable:
+            self.scale = nn.Parameter(torch.ones(n))
+        else:
+            self.scale = torch.ones(n)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def build():
+    return Scaled(), (torch.ones(2, 3),)
+"""
+
+
+def test_a_parameter_toggle_in_exclusive_branches_is_rewritten(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: listed ("stores an nn.Parameter here"), the name held back, though no buffer
+    exists when the parameter is stored. The tensor branch alone is rewritten, and checkpoints
+    of either configuration load as before (the same state_dict keys)."""
+    project.write("m", TOGGLE)
+    original = project.load().Scaled
+    saved = {learn: original(learnable=learn).state_dict() for learn in (False, True)}
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "left for you to edit" not in err
+    assert _added(out) == ['self.register_buffer("scale", torch.ones(n), persistent=False)']
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert status == 0, err
+    rewritten = project.load().Scaled
+    for learn in (False, True):
+        model = rewritten(learnable=learn)
+        assert sorted(model.state_dict()) == sorted(saved[learn])
+        model.load_state_dict(saved[learn])  # strict
+        assert isinstance(model.scale, nn.Parameter) is learn
+    assert rewritten().double().scale.dtype == torch.float64
+
+
+def test_a_parameter_store_not_exclusive_of_the_tensor_store_is_still_listed(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two ``if`` statements, not the branches of one: the source does not say that the
+    parameter is never stored over the buffer."""
+    source = TOGGLE.replace("        else:\n", "        if not learnable:\n")
+    project.write("m", source)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == []
+    assert "Scaled.scale: stores an nn.Parameter here" in err
