@@ -134,6 +134,9 @@ class Calls(TorchFunctionMode):
         # The dtype the code read last (``x.dtype``) and of which tensor, when the call right
         # after it is a cast: ``.to(x.dtype)`` takes x's dtype.
         self._read: tuple[torch.dtype, weakref.ref[torch.Tensor]] | None = None
+        # The device the code read last (``t.device``) of a tensor on the default device, and
+        # of which tensor: ``.to(t.device)`` goes where t is, and t's causes are its.
+        self._read_device: tuple[torch.device, weakref.ref[torch.Tensor]] | None = None
 
     def __torch_function__(
         self,
@@ -147,12 +150,14 @@ class Calls(TorchFunctionMode):
             device: torch.device = func(*args)
             if device.type == "cpu" and self.tags.follows(args[0]):
                 return MODEL_DEVICE
+            self._read_device = device, weakref.ref(args[0])
             return device
         if func == _DTYPE:
             dtype: torch.dtype = func(*args)
             self._read = dtype, weakref.ref(args[0])
             return dtype
         read, self._read = self._read, None
+        device_read, self._read_device = self._read_device, None
         if func is _PARSE_TO:
             return self._parse_to(args, kwargs)
         numpy = func is torch.Tensor.numpy and args[0].device.type == "cpu"
@@ -163,6 +168,10 @@ class Calls(TorchFunctionMode):
             if isinstance(bias, torch.Tensor) and _mixed(args[0], bias):
                 args = self.on_bias_mix(args, bias)
         func, args, kwargs, target, attribute = self._target(func, args, kwargs)
+        whose = None
+        if func is torch.Tensor.to and device_read is not None and target is False:
+            given = kwargs.get("device", args[1] if len(args) > 1 else None)
+            whose = device_read[1]() if given is device_read[0] else None
         inputs = any(self.tags.follows(t) for t in tensors_in((args, kwargs)))
         like = _like(func, args, kwargs, read) if func in _CASTS else None
         by_torch = called_by_torch(sys._getframe(1), func)
@@ -173,7 +182,7 @@ class Calls(TorchFunctionMode):
         finally:
             self.call = outer
         if func in _MOVES and target is not None and isinstance(result, torch.Tensor):
-            return self._moved(args[0], result, target, attribute, like)
+            return self._moved(args[0], result, target, attribute, like, whose)
         return result
 
     # --- where a call says its tensors go ---------------------------------------------------------
@@ -253,11 +262,13 @@ class Calls(TorchFunctionMode):
         target: bool,
         attribute: str,
         like: torch.Tensor | None = None,
+        whose: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``result`` of moving ``source`` to (``target``) or from the model's device: a new
         tensor, as on a GPU, where the CPU returned ``source`` itself; ``attribute``: the module
         attribute that held the default device it was moved to (``.to(self.device)``);
-        ``like``: the tensor whose dtype the call gave it."""
+        ``like``: the tensor whose dtype the call gave it; ``whose``: the tensor whose device it
+        was moved to (``.to(t.device)``), which is on the default device."""
         sites = self.tags.sites(source)
         taken = like is not None and dtype_origins(self.tags.sites(like), result.dtype)
         if target and self.tags.follows(source) and taken:
@@ -284,6 +295,11 @@ class Calls(TorchFunctionMode):
             # A held-back finding goes with it while it keeps the dtype it promoted to.
             held = self.tags.pending(source) if result.dtype == source.dtype else frozenset()
             self.tags.set(result, Tag(True, (moved,), held))
+        elif whose is not None and any(site.host for site in self.tags.sites(whose)):
+            # Moved where a tensor left on the default device is (a plain attribute's zeros_like):
+            # what left that one there leaves this one too, and fixing it moves both.
+            left = tuple(site for site in self.tags.sites(whose) if site.host)
+            self.tags.set(result, Tag(False, left))
         else:
             back: Site = self.lines.site(
                 "copied back",

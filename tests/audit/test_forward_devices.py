@@ -261,3 +261,32 @@ class MetaMask(Base):
 def test_a_plain_attribute_elsewhere_than_on_the_cpu_is_run_on_the_cpu_and_found() -> None:
     [device] = autoreg.audit_forward(MetaMask(), torch.ones(2, DIM), low_precision=None)
     assert (device.kind, device.attribute) == ("device", "mask")
+
+
+class Gated(nn.Module):
+    """StarGAN v2's CoordConv: a value moved to the device of a tensor made from a grid kept as
+    a plain attribute, which ``.to()`` leaves behind."""
+
+    def __init__(self, register: bool = False) -> None:
+        super().__init__()
+        self.linear = nn.Linear(DIM, DIM)
+        grid = torch.linspace(-1, 1, DIM)
+        if register:
+            self.register_buffer("grid", grid)
+        else:
+            self.grid = grid
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        zero = torch.zeros_like(self.grid)
+        gated = torch.where(x > 0, self.grid, zero).to(zero.device)
+        return self.linear(x) + gated
+
+
+def test_a_move_to_the_device_of_a_tensor_left_behind_is_that_tensors_stray() -> None:
+    """Before: the moved value was a stray of its own, with the fix "no .cpu() / .numpy() round
+    trip" (the code has none), and ``fix`` counted it as forward code it would not rewrite. Its
+    one cause is the grid: registered, nothing is found."""
+    findings = autoreg.audit_forward(Gated(), torch.randn(2, DIM), low_precision=None)
+    assert [(f.kind, f.attribute) for f in findings] == [("device", "grid")]
+    assert not any("round trip" in f.fix for f in findings)
+    assert autoreg.audit_forward(Gated(register=True), torch.randn(2, DIM)) == []
