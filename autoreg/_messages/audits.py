@@ -178,7 +178,7 @@ FIX_CAST: Final = "cast to {ref}.dtype, not to {stray}: .to({ref}.dtype)"
 
 FIX_CAST_BACK: Final = (
     "cast to {stray} on purpose, it meets tensors of the model at {op}, which refuses the mix: "
-    "cast those to {stray} there too (a norm's weight and bias), or cast it back first, "
+    "cast those to {stray} there too, or cast it back first, "
     ".type_as({ref})"
 )
 

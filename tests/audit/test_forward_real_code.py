@@ -480,8 +480,7 @@ def test_a_cast_on_purpose_that_an_operation_refuses_offers_both_ways_out() -> N
     assert found([finding]) == marked(rp.Float32Norm)
     assert finding.fix == (
         "cast to float32 on purpose, it meets tensors of the model at native_layer_norm, which "
-        "refuses the mix: cast those to float32 there too (a norm's weight and bias), or cast it "
-        "back first, .type_as(x)"
+        "refuses the mix: cast those to float32 there too, or cast it back first, .type_as(x)"
     )
 
 
