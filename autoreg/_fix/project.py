@@ -4,9 +4,12 @@ The buffer style registers a name in a class; a subclass that stores something e
 float default) then raises. Loaded subclasses are read from their code (``collect``); a subclass
 in a module nothing imported is found here, in the source of the ``.py`` files under the working
 directory (the files ``fix`` may edit): a ``class`` statement naming one of the classes among its
-bases, directly or through another such statement, whose methods store ``self.<name>``. Source
-knows classes only by name, so a class of the same name elsewhere holds the name back too: that
-lists a store ``fix`` could have rewritten, never the other way round.
+bases, directly or through another such statement, whose methods store ``self.<name>``. A base is
+read as Python would find it, through the file's imports and assignments and those of the modules
+they name (``from pkg import Layer``, where ``pkg/__init__.py`` has ``from .base import Scaled as
+Layer``), so a class of the same name elsewhere is not the class; a name that cannot be followed
+(a module outside the working directory, too long a chain) is known by its name alone, which lists
+a store ``fix`` could have rewritten, never the other way round.
 """
 
 from __future__ import annotations
@@ -47,6 +50,14 @@ __all__ = [
 _SKIPPED_DIRS: Final = frozenset(("__pycache__", "site-packages", "dist-packages", "node_modules"))
 
 
+# A class of the project as a base names it: its file (a real path) and its name; the file None
+# where the name could not be followed to one (known by its name alone: any class of that name).
+_Class = tuple[str | None, str]
+
+# How long a chain of imports and assignments is followed (a re-export of a re-export, ...).
+_DEPTH: Final = 8
+
+
 def with_unloaded_subclasses(
     strays: Iterable[Stray], root: str, excluded: Sequence[str]
 ) -> list[Stray]:
@@ -58,16 +69,22 @@ def with_unloaded_subclasses(
     found = []
     for stray in strays:
         if stray.kind is Kind.TENSOR:
-            names = [c.qualname.rpartition(".")[2] for c in stray.classes]
+            classes = [
+                (
+                    os.path.realpath(c.filename) if c.filename else None,
+                    c.qualname.rpartition(".")[2],
+                )
+                for c in stray.classes
+            ]
             skip = [(c.filename, c.lineno) for c in stray.classes if c.filename is not None]
             if not stray.subclass:
-                subclass = source.subclass_storing(names, stray.attribute, skip)
+                subclass = source.subclass_storing(classes, stray.attribute, skip)
                 stray = dataclasses.replace(stray, subclass=subclass)
             if stray.hidden is None and not stray.answers:
-                hidden = source.subclass_hiding(names, stray.attribute, skip)
-                answers = source.subclass_getattr(names, skip)
+                hidden = source.subclass_hiding(classes, stray.attribute, skip)
+                answers = source.subclass_getattr(classes, skip)
                 stray = dataclasses.replace(stray, hidden=hidden, answers=answers)
-            setter = stray.setter or source.subclass_setter(names, stray.attribute, skip)
+            setter = stray.setter or source.subclass_setter(classes, stray.attribute, skip)
             if setter:
                 text = {"setter": setter, "attribute": stray.attribute}
                 stray = dataclasses.replace(
@@ -103,46 +120,50 @@ def without_refused_bases(plan: Plan, root: str, excluded: Sequence[str]) -> Non
 class ProjectSource:
     """The ``.py`` files under ``root`` and under none of ``excluded``, read once (as bytes: a
     file's coding line is Python's to read), parsed when a class name they mention is asked
-    about."""
+    about, or when a base names one of their names (``from m import Scaled``)."""
 
     def __init__(self, root: str, excluded: Sequence[str]) -> None:
         self.root = root
         self.excluded = tuple(os.path.join(os.path.abspath(d), "") for d in excluded)
-        self._sources: dict[str, bytes] | None = None
+        self._sources: dict[str, bytes] | None = None  # by file (its real path)
+        self._modules: dict[str, list[str]] = {}  # a dotted name a file may be imported by -> files
         self._parsed: dict[str, _Parsed] = {}  # by file, once parsed
+        self._resolved: dict[int, list[_Class]] = {}  # a class statement's bases, by its id
 
     def subclass_storing(
-        self, classes: Sequence[str], attribute: str, skip: Sequence[tuple[str, int]]
+        self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
     ) -> str:
         """The name of the first class statement under the root, none of ``skip`` (file, first
-        line: the classes the run built), that derives from a class named in ``classes`` (through
-        others of the project, or under another name it imports it as) and whose methods, or
-        those of another of its bases in the project (a mixin), store ``self.<attribute>``;
-        ``""`` if none."""
-        for _, node, names, bases in self._derived(classes, skip):
+        line: the classes the run built), that derives from one of ``classes`` (through others
+        of the project, ``_derived``) and whose methods, or those of another of its bases in the
+        project (a mixin), store ``self.<attribute>``; ``""`` if none."""
+        for _, node, known, bases in self._derived(classes, skip):
             if _stores_self(node, attribute) or any(
-                self._defining(base, set(names), lambda n: _stores_self(n, attribute)) is not None
-                for base in bases - names
+                self._defining(base, set(known), lambda n: _stores_self(n, attribute)) is not None
+                for base in bases
+                if not _among(base, known)
             ):
                 return node.name
         return ""
 
     def subclass_setter(
-        self, classes: Sequence[str], attribute: str, skip: Sequence[tuple[str, int]]
+        self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
     ) -> str:
         """As ``subclass_storing``, for a class statement that defines a setter for
         ``attribute`` (``_setter_in``), in ``FIX_HAND_SETTER``'s words; ``""`` if none."""
-        for _, node, names, bases in self._derived(classes, skip):
+        for _, node, known, bases in self._derived(classes, skip):
             if _setter_in(node, attribute):
                 return _setter_in(node, attribute)
-            for base in sorted(bases - names):
-                mixin = self._defining(base, set(names), lambda n: bool(_setter_in(n, attribute)))
+            for base in bases:
+                if _among(base, known):
+                    continue
+                mixin = self._defining(base, set(known), lambda n: bool(_setter_in(n, attribute)))
                 if mixin is not None:
                     return _setter_in(mixin, attribute)
         return ""
 
     def subclass_hiding(
-        self, classes: Sequence[str], attribute: str, skip: Sequence[tuple[str, int]]
+        self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
     ) -> tuple[str, str] | None:
         """As ``subclass_storing``, for a class statement whose body defines ``attribute`` (a
         value, a method, a ``cached_property``; not a setter, ``_setter_in``'s), with how, in
@@ -153,7 +174,7 @@ class ProjectSource:
                 return node.name, FIX_CLASS_LEVEL.format(what=what)
         return None
 
-    def subclass_getattr(self, classes: Sequence[str], skip: Sequence[tuple[str, int]]) -> str:
+    def subclass_getattr(self, classes: Sequence[_Class], skip: Sequence[tuple[str, int]]) -> str:
         """As ``subclass_storing``, for a class statement that defines ``__getattr__``: its
         name; ``""`` if none."""
         for _, node, _, _ in self._derived(classes, skip):
@@ -167,22 +188,12 @@ class ProjectSource:
         (``FIX_HAND_*`` words); None if none would: one that names autoreg's mixin (or
         ``autoreg.Module``) among its own bases (the mixin before ``cls``, an order Python
         refuses), or whose ``__init_subclass__`` calls no ``__init_subclass__`` (a registry's:
-        autoreg's would not run for its own subclasses). In another file that has a class
-        statement of that name of its own, the name is that class (``class Net(nn.Module)`` then
+        autoreg's would not run for its own subclasses). A class of that name another file
+        defines, or imports from elsewhere, is not that class (``class Net(nn.Module)`` then
         ``class Net(autoreg.AutoRegisterMixin, Net)``, a class migrated in place there)."""
-        defining = os.path.abspath(defining)
-        for filename, node, _, bases in self._derived([cls], []):
-            if (
-                cls in bases
-                and os.path.abspath(filename) != defining
-                and any(
-                    other is not node and other.name == cls
-                    for other in self._parse(filename, self._read()[filename]).classes
-                )
-            ):
-                continue
+        for _, node, _, bases in self._derived([(os.path.realpath(defining), cls)], []):
             text = {"cls": cls, "subclass": node.name}
-            if "AutoRegisterMixin" in bases or any(
+            if any(name == "AutoRegisterMixin" for _, name in bases) or any(
                 ast.unparse(base) == "autoreg.Module" for base in node.bases
             ):
                 return (
@@ -197,72 +208,184 @@ class ProjectSource:
         return None
 
     def _derived(
-        self, classes: Sequence[str], skip: Sequence[tuple[str, int]]
-    ) -> Iterator[tuple[str, ast.ClassDef, set[str], set[str]]]:
+        self, classes: Sequence[_Class], skip: Sequence[tuple[str, int]]
+    ) -> Iterator[tuple[str, ast.ClassDef, set[_Class], list[_Class]]]:
         """Each class statement under the root, none of ``skip`` (file, first line: the classes
-        the run built), that derives from a class named in ``classes`` (through others of the
-        project, or under another name it imports it as), with its file, the names of the
-        classes known to derive from them so far and its bases' names."""
-        names = set(classes)
-        skipped = {(os.path.abspath(f), line) for f, line in skip}
+        the run built), that derives from one of ``classes``, directly or through others of the
+        project, each base read as its file names it (``_named``), with its file, the classes
+        known to derive from them so far and its bases."""
+        known = set(classes)
+        words = {name for _, name in known}  # what a file that may name one of them mentions
+        skipped = {(os.path.realpath(f), line) for f, line in skip}
         done: set[int] = set()
         grown = True
         while grown:
             grown = False
-            for filename, node, aliases in self._statements(names):
-                if id(node) in done or (filename, _first_line(node)) in skipped:
-                    continue
-                bases = set(_base_names(node, aliases))
-                if not names.intersection(bases):
-                    continue
-                done.add(id(node))
-                yield filename, node, names, bases
-                if node.name not in names:  # a subclass of it may store it: read again
-                    names.add(node.name)
-                    grown = True
+            for filename in self._mentioning(words):
+                parsed = self._parse(filename)
+                for new, old in parsed.renames:  # `Scaled as Layer`: a file may say Layer
+                    if old in words and new not in words:
+                        words.add(new)
+                        grown = True
+                for node in parsed.classes:
+                    if id(node) in done or (filename, _first_line(node)) in skipped:
+                        continue
+                    bases = self._bases(filename, node)
+                    if not any(_among(base, known) for base in bases):
+                        continue
+                    done.add(id(node))
+                    yield filename, node, known, bases
+                    if (filename, node.name) not in known:  # a subclass of it may store it
+                        known.add((filename, node.name))
+                        words.add(node.name)
+                        grown = True
 
     def _defining(
-        self, name: str, seen: set[str], test: Callable[[ast.ClassDef], bool]
+        self, cls: _Class, seen: set[_Class], test: Callable[[ast.ClassDef], bool]
     ) -> ast.ClassDef | None:
-        """The class statement of the project named ``name`` (a mixin), or one of its own bases
+        """The class statement of the project that ``cls`` is (a mixin), or one of its own bases
         in the project, that passes ``test``; None if none."""
-        if name in seen:
+        if _among(cls, seen):
             return None
-        seen.add(name)
-        for _, node, aliases in self._statements({name}):
-            if node.name != name:
-                continue
-            if test(node):
-                return node
-            for base in _base_names(node, aliases):
-                found = self._defining(base, seen, test)
-                if found is not None:
-                    return found
+        seen.add(cls)
+        file, name = cls
+        files = [file] if file is not None else list(self._mentioning({name}))
+        for filename in files:
+            for node in self._parse(filename).classes:
+                if node.name != name:
+                    continue
+                if test(node):
+                    return node
+                for base in self._bases(filename, node):
+                    found = self._defining(base, seen, test)
+                    if found is not None:
+                        return found
         return None
 
-    def _statements(self, names: set[str]) -> Iterator[tuple[str, ast.ClassDef, dict[str, str]]]:
-        """Each class statement of the files that mention one of ``names``, with the names the
-        file imports classes under (``from m import Base as Alias``)."""
-        alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
+    def _bases(self, filename: str, node: ast.ClassDef) -> list[_Class]:
+        """The classes the bases of ``node``, a class statement of ``filename``, may be."""
+        if id(node) not in self._resolved:
+            found: dict[_Class, None] = {}
+            for base in node.bases:
+                found.update(dict.fromkeys(sorted(self._named(filename, base, 0), key=str)))
+            self._resolved[id(node)] = list(found)
+        return self._resolved[id(node)]
+
+    def _named(self, filename: str, expr: ast.expr, depth: int) -> set[_Class]:
+        """The classes ``expr`` in ``filename`` may be: ``Name`` as the file binds it
+        (``_lookup``), ``module.Name`` as that module's file does; a name not followed to a file
+        is known by its name alone (``m.PosEnc`` of a module outside the root: ``PosEnc``)."""
+        if isinstance(expr, ast.Name):
+            return self._lookup(filename, expr.id, depth)
+        if isinstance(expr, ast.Attribute):
+            found: set[_Class] = set()
+            for module in self._module_of(filename, expr.value, depth):
+                found |= self._lookup(module, expr.attr, depth + 1)
+            return found or {(None, expr.attr)}
+        return set()
+
+    def _lookup(self, filename: str, name: str, depth: int) -> set[_Class]:
+        """The classes ``name`` may be in ``filename``: a class statement of it of that name, or
+        what the module it imports the name from (``from .m import Scaled as Layer``, ``from m
+        import *``) or the name it assigns it from (``Layer = m.Scaled``) binds; ``(None,
+        name)`` where that leads to no file of the project, or too far (a cycle)."""
+        parsed = self._parse(filename)
+        bindings = parsed.bindings.get(name)
+        if depth > _DEPTH or (bindings is None and not parsed.stars):
+            return {(None, name)}
+        found: set[_Class] = set()
+        if bindings is None:
+            for level, module in parsed.stars:
+                for file in self._module_files(filename, level, module):
+                    found |= self._lookup(file, name, depth + 1)
+        for binding in bindings or []:
+            if isinstance(binding, str):
+                found.add((filename, binding))
+            elif isinstance(binding, _From):
+                files = self._module_files(filename, binding.level, binding.module)
+                for file in files:
+                    found |= self._lookup(file, binding.name, depth + 1)
+                if not files:
+                    found.add((None, binding.name))
+            elif isinstance(binding, ast.expr):
+                found |= self._named(filename, binding, depth + 1)
+        return found or {(None, name)}
+
+    def _module_of(self, filename: str, expr: ast.expr, depth: int) -> list[str]:
+        """The files of the project the module ``expr`` in ``filename`` may be (``import m``,
+        ``import m as alias``, ``from pkg import m``, ``pkg.m``); none if it is no such module."""
+        if depth > _DEPTH:
+            return []
+        if isinstance(expr, ast.Attribute):
+            return [
+                file
+                for package in self._module_of(filename, expr.value, depth + 1)
+                for file in self._submodule(package, expr.attr)
+            ]
+        if not isinstance(expr, ast.Name):
+            return []
+        found = []
+        for binding in self._parse(filename).bindings.get(expr.id, []):
+            if isinstance(binding, _Import):
+                found += self._module_files(filename, 0, binding.module)
+            elif isinstance(binding, _From):
+                for file in self._module_files(filename, binding.level, binding.module):
+                    found += self._submodule(file, binding.name) or self._module_of(
+                        file, ast.Name(binding.name), depth + 1
+                    )
+        return found
+
+    def _module_files(self, filename: str, level: int, module: str) -> list[str]:
+        """The files of the project ``from <level dots><module> import ...`` in ``filename`` may
+        read: an absolute name by the end of a file's path under the root (``pkg.base`` is
+        ``pkg/base.py`` or ``pkg/base/__init__.py``, at any depth), a relative one from the
+        file's folder."""
+        sources = self._read()
+        if not level:
+            return self._modules.get(module, [])
+        package = os.path.dirname(filename)
+        for _ in range(level - 1):
+            package = os.path.dirname(package)
+        stem = os.path.join(package, *module.split(".")) if module else package
+        candidates = [os.path.join(stem, "__init__.py")]
+        if module:
+            candidates.append(stem + ".py")
+        return [file for file in candidates if file in sources]
+
+    def _submodule(self, package: str, name: str) -> list[str]:
+        """The files of the module ``name`` of the package whose ``__init__.py`` is
+        ``package``."""
+        if os.path.basename(package) != "__init__.py":
+            return []
+        stem = os.path.join(os.path.dirname(package), name)
+        candidates = (stem + ".py", os.path.join(stem, "__init__.py"))
+        return [file for file in candidates if file in self._read()]
+
+    def _mentioning(self, words: set[str]) -> Iterator[str]:
+        """Each file whose source mentions one of ``words``."""
+        alternatives = b"|".join(re.escape(word.encode()) for word in sorted(words))
         pattern = re.compile(rb"\b(?:" + alternatives + rb")\b")
         for filename, source in self._read().items():
-            if pattern.search(source) is None:
-                continue
-            parsed = self._parse(filename, source)
-            for node in parsed.classes:
-                yield filename, node, parsed.aliases
+            if pattern.search(source) is not None:
+                yield filename
 
     def _read(self) -> dict[str, bytes]:
         if self._sources is None:
             self._sources = {}
-            for filename in self._files():
+            root = os.path.abspath(self.root)
+            for path in self._files():
                 try:
-                    with open(filename, "rb") as file:
+                    with open(path, "rb") as file:
                         source = file.read()
                 except OSError:
                     continue
-                if b"class " in source:
-                    self._sources[filename] = source
+                filename = os.path.realpath(path)
+                self._sources[filename] = source
+                parts = os.path.relpath(path, root)[: -len(".py")].split(os.sep)
+                if parts[-1] == "__init__":
+                    parts.pop()
+                for start in range(len(parts)):
+                    self._modules.setdefault(".".join(parts[start:]), []).append(filename)
         return self._sources
 
     def _files(self) -> Iterator[str]:
@@ -275,53 +398,84 @@ class ProjectSource:
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
             yield from (os.path.join(top, f) for f in sorted(files) if f.endswith(".py"))
 
-    def _parse(self, filename: str, source: bytes) -> _Parsed:
+    def _parse(self, filename: str) -> _Parsed:
         if filename not in self._parsed:
             try:
-                tree = ast.parse(source, filename)
+                tree = ast.parse(self._read()[filename], filename)
             except (SyntaxError, ValueError):
                 tree = ast.Module(body=[], type_ignores=[])
-            aliases = {
-                alias.asname: alias.name
-                for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom)
-                for alias in node.names
-                if alias.asname
-            }
-            for node in tree.body:  # Base = m.Scaled: a class under another name, assigned
+            parsed = _Parsed([n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)])
+            for cls in parsed.classes:
+                parsed.bind(cls.name, cls.name)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        bound = alias.asname or alias.name.partition(".")[0]
+                        parsed.bind(bound, _Import(alias.name if alias.asname else bound))
+                elif isinstance(node, ast.ImportFrom):
+                    module = node.module or ""
+                    for alias in node.names:
+                        if alias.name == "*":
+                            parsed.stars.append((node.level, module))
+                            continue
+                        parsed.bind(
+                            alias.asname or alias.name, _From(node.level, module, alias.name)
+                        )
+                        if alias.asname:
+                            parsed.renames.append((alias.asname, alias.name))
+            for statement in tree.body:  # Base = m.Scaled: a class under another name, assigned
                 if (
-                    isinstance(node, ast.Assign)
-                    and len(node.targets) == 1
-                    and isinstance(node.targets[0], ast.Name)
-                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                    isinstance(statement, ast.Assign)
+                    and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)
+                    and isinstance(statement.value, (ast.Name, ast.Attribute))
                 ):
-                    value = node.value
+                    value = statement.value
                     name = value.id if isinstance(value, ast.Name) else value.attr
-                    aliases[node.targets[0].id] = aliases.get(name, name)
-            classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-            self._parsed[filename] = _Parsed(classes, aliases)
+                    parsed.bind(statement.targets[0].id, value)
+                    parsed.renames.append((statement.targets[0].id, name))
+            self._parsed[filename] = parsed
         return self._parsed[filename]
 
 
 @dataclasses.dataclass(frozen=True)
+class _Import:
+    module: str  # `import pkg.m as alias`: pkg.m; `import pkg.m`: pkg, the name it binds
+
+
+@dataclasses.dataclass(frozen=True)
+class _From:
+    level: int  # the dots of a relative import
+    module: str
+    name: str  # the name imported from it
+
+
+@dataclasses.dataclass
 class _Parsed:
+    """A file's class statements and what it binds names to: a class statement of it (its
+    name), an import, or the expression it assigns (``Base = m.Scaled``)."""
+
     classes: list[ast.ClassDef]
-    aliases: dict[str, str]  # the name a file imports or assigns a class under -> its own name
+    bindings: dict[str, list[str | _Import | _From | ast.expr]] = dataclasses.field(
+        default_factory=dict
+    )
+    stars: list[tuple[int, str]] = dataclasses.field(default_factory=list)  # from m import *
+    renames: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (Layer, Scaled)
+
+    def bind(self, name: str, binding: str | _Import | _From | ast.expr) -> None:
+        self.bindings.setdefault(name, []).append(binding)
+
+
+def _among(cls: _Class, classes: Iterable[_Class]) -> bool:
+    """Whether ``cls`` may be one of ``classes`` (a name not followed to its file may be any
+    class of that name)."""
+    file, name = cls
+    return any(n == name and (file is None or f is None or f == file) for f, n in classes)
 
 
 def _first_line(node: ast.ClassDef) -> int:
     """The first line of a class statement as ``inspect`` gives it (decorators included)."""
     return min([node.lineno, *(d.lineno for d in node.decorator_list)])
-
-
-def _base_names(node: ast.ClassDef, aliases: dict[str, str]) -> Iterator[str]:
-    """The last name of each base: ``PosEnc`` for ``PosEnc``, ``m.PosEnc``, and ``Alias`` where
-    the file imports ``PosEnc as Alias`` or assigns ``Alias = m.PosEnc``."""
-    for base in node.bases:
-        if isinstance(base, ast.Name):
-            yield aliases.get(base.id, base.id)
-        elif isinstance(base, ast.Attribute):
-            yield base.attr
 
 
 def _stores_self(node: ast.ClassDef, attribute: str) -> bool:

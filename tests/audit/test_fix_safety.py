@@ -2135,3 +2135,71 @@ def test_a_name_read_through_the_instances_dict_is_never_made_a_buffer(
     assert "shift" not in vars(model)  # a buffer now
     expected = model.lin(inputs[0]) * 2.0 + 1.0
     torch.testing.assert_close(model(*inputs), expected)
+
+
+# A subclass, in a file nothing imports, that names the class by the package's re-export.
+REEXPORTED = {
+    "from-package": """\
+from {package} import Layer
+
+
+class Quarter(Layer):
+    def __init__(self, n=3):
+        super().__init__(n)
+        self.scale = 0.25
+""",
+    "package-attribute": """\
+import {package}
+
+
+class Quarter({package}.Layer):
+    def __init__(self, n=3):
+        super().__init__(n)
+        self.scale = 0.25
+""",
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(REEXPORTED))
+def test_a_subclass_naming_the_class_by_a_package_reexport_holds_the_name_back(
+    project: Project, capsys: pytest.CaptureFixture[str], spelling: str
+) -> None:
+    """``pkg/__init__.py`` has ``from .m import Scaled as Layer``. Before: register_buffer in
+    Scaled, and Quarter() raised TypeError (a float stored over the buffer): an alias was known
+    only in the file that made it."""
+    project.write("m", SCALED)
+    project.write("__init__", "from .m import Scaled as Layer\n")
+    (project.root / "contrib.py").write_text(REEXPORTED[spelling].format(package=project.name))
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "register_buffer" not in out
+    assert f"{project.name}/m.py:9: Scaled.scale: its subclass Quarter stores it too" in err
+
+
+# Another file's own class of the same name, and a subclass of it that stores a float.
+OTHER_SCALED = """\
+from torch import nn
+
+
+class Scaled(nn.Module):
+    pass
+
+
+class Half(Scaled):
+    def __init__(self):
+        super().__init__()
+        self.scale = 0.5
+"""
+
+
+def test_a_subclass_of_a_same_named_class_elsewhere_holds_nothing_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A base is read as its file names it: ``Half``'s ``Scaled`` is its own file's class, not
+    the one fix edits. Before: classes were matched by name alone, and ``scale`` was listed."""
+    project.write("m", SCALED)
+    project.write("other", OTHER_SCALED)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer", "--write")
+    assert 'self.register_buffer("scale", torch.ones(n), persistent=False)' in project.read("m")
+    assert status == 0, err
+    assert project.load("other").Half().scale == 0.5
