@@ -3,18 +3,20 @@
 The buffer style registers a name in a class; a subclass that stores something else under it (a
 float default) then raises. Loaded subclasses are read from their code (``collect``); a subclass
 in a module nothing imported is found here, in the source of the ``.py`` files under the working
-directory (the files ``fix`` may edit): a ``class`` statement naming one of the classes among its
-bases, directly or through another such statement, whose methods store ``self.<name>``. A base is
-read as Python would find it, through the file's imports and assignments and those of the modules
-they name (``from pkg import Layer``, where ``pkg/__init__.py`` has ``from .base import Scaled as
-Layer``), so a class of the same name elsewhere is not the class; a name that cannot be followed
-(a module outside the working directory, too long a chain) is known by its name alone, which lists
-a store ``fix`` could have rewritten, never the other way round.
+directory (the files ``fix`` may edit): a ``class`` statement (or a ``type(name, bases,
+namespace)`` call) naming one of the classes among its bases, directly or through another such
+statement, whose methods store ``self.<name>``. A base is read as Python would find it, through
+the file's imports and assignments and those of the modules they name (``from pkg import
+Layer``, where ``pkg/__init__.py`` has ``from .base import Scaled as Layer``), so a class of the
+same name elsewhere is not the class; a name that cannot be followed (a module outside the
+working directory, too long a chain) is known by its name alone, which lists a store ``fix``
+could have rewritten, never the other way round.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import os
 import re
@@ -404,9 +406,14 @@ class ProjectSource:
                 tree = ast.parse(self._read()[filename], filename)
             except (SyntaxError, ValueError):
                 tree = ast.Module(body=[], type_ignores=[])
-            parsed = _Parsed([n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)])
+            made = list(_made_by_type(tree))
+            classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+            parsed = _Parsed([*classes, *(cls for cls, _ in made)])
             for cls in parsed.classes:
                 parsed.bind(cls.name, cls.name)
+            for cls, bound in made:  # Half = type("Half", (Scaled,), {...})
+                if bound:
+                    parsed.bind(bound, cls.name)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     for alias in node.names:
@@ -471,6 +478,105 @@ def _among(cls: _Class, classes: Iterable[_Class]) -> bool:
     class of that name)."""
     file, name = cls
     return any(n == name and (file is None or f is None or f == file) for f, n in classes)
+
+
+def _made_by_type(tree: ast.Module) -> Iterator[tuple[ast.ClassDef, str]]:
+    """Each class a ``type(name, (bases, ...), namespace)`` call of the file makes, as the class
+    statement that would make it (named by its literal name, else the call; the namespace's
+    literal entries as its body, ``_namespace_body``), with the name an assignment binds it to
+    (``""`` if none)."""
+    functions = {
+        node.name: node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    assigned = {
+        id(node.value): node.targets[0].id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+    }
+    for call in ast.walk(tree):
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "type"
+            and len(call.args) == 3
+        ):
+            continue
+        name, bases, namespace = call.args
+        if not isinstance(bases, (ast.Tuple, ast.List)):
+            continue
+        shown = f"type({ast.unparse(name)}, ...)"
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            shown = name.value
+        made = ast.ClassDef(
+            name=shown,
+            bases=list(bases.elts),
+            keywords=[],
+            body=_namespace_body(namespace, functions),
+            decorator_list=[],
+            lineno=call.lineno,
+            col_offset=call.col_offset,
+        )
+        yield made, assigned.get(id(call), "")
+
+
+def _namespace_body(
+    namespace: ast.expr, functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+) -> list[ast.stmt]:
+    """The body of the class statement a ``type()`` call with ``namespace`` stands for: for each
+    entry of a literal dict, a function of the file it names (``"__init__": init``), the
+    functions defined in one of the file it calls (``"__init__": make_init(0.5)``, a factory), a
+    ``lambda``, or an assignment of the value; where the file does not show what runs (another
+    value than a literal, a namespace that is no literal dict, ``**more``), a method that may
+    store any name (``_unread``)."""
+    if not isinstance(namespace, ast.Dict):
+        return [_unread()]
+    body: list[ast.stmt] = []
+    for key, value in zip(namespace.keys, namespace.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            body.append(_unread())
+            continue
+        made: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        if isinstance(value, ast.Lambda):
+            lambda_ = ast.FunctionDef(
+                name="<lambda>", args=value.args, body=[ast.Return(value.body)], decorator_list=[]
+            )
+            made = [lambda_]
+        elif isinstance(value, ast.Name) and value.id in functions:
+            made = [functions[value.id]]
+        elif (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in functions
+        ):
+            factory = functions[value.func.id]
+            made = [
+                node
+                for node in ast.walk(factory)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not factory
+            ] or [_unread()]
+        if made:
+            for function in made:
+                function = copy.copy(function)
+                function.name = key.value
+                body.append(function)
+            continue
+        body.append(ast.Assign(targets=[ast.Name(key.value, ast.Store())], value=value, lineno=0))
+        if not isinstance(value, ast.Constant):
+            body.append(_unread())
+    return body
+
+
+def _unread() -> ast.FunctionDef:
+    """A method whose code the source does not show: ``setattr(self, name, value)`` of a name
+    the source does not spell, which ``function_stores`` takes as a store of any name."""
+    function = ast.parse("def _(self):\n    setattr(self, name, value)\n").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    function.name = "<unread>"
+    return function
 
 
 def _first_line(node: ast.ClassDef) -> int:

@@ -2203,3 +2203,60 @@ def test_a_subclass_of_a_same_named_class_elsewhere_holds_nothing_back(
     assert 'self.register_buffer("scale", torch.ones(n), persistent=False)' in project.read("m")
     assert status == 0, err
     assert project.load("other").Half().scale == 0.5
+
+
+# Subclasses made by type(), in a file nothing imports, whose __init__ stores a float.
+TYPE_MADE = {
+    "factory": """\
+from .m import Scaled
+
+
+def _fixed(value):
+    def __init__(self, n=3):
+        Scaled.__init__(self, n)
+        self.scale = value
+
+    return __init__
+
+
+PRESETS = {{name: type(name, (Scaled,), {{"__init__": _fixed(v)}}) for name, v in {presets}}}
+""",
+    "function": """\
+from .m import Scaled
+
+
+def _init(self, n=3):
+    Scaled.__init__(self, n)
+    self.scale = 0.5
+
+
+Half = type("Half", (Scaled,), {{"__init__": _init}})
+""",
+    "unread-namespace": """\
+from . import m
+
+NAMESPACE = dict(__init__=lambda self: setattr(self, "scale", 0.5))
+Half = type("Half", (m.Scaled,), NAMESPACE)
+""",
+}
+
+TYPE_MADE_NAMES = {
+    "factory": "type(name, ...)",
+    "function": "Half",
+    "unread-namespace": "Half",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(TYPE_MADE))
+def test_a_subclass_made_by_type_holds_the_name_back(
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str
+) -> None:
+    """Before: only class statements were read, Scaled got register_buffer, and the class
+    type() made raised TypeError when built (a float stored over the buffer)."""
+    project.write("m", SCALED)
+    project.write("variants", TYPE_MADE[variant].format(presets='[("Half", 0.5)]'))
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "register_buffer" not in out
+    subclass = TYPE_MADE_NAMES[variant]
+    assert f"{project.name}/m.py:9: Scaled.scale: its subclass {subclass} stores it too" in err
