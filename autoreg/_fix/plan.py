@@ -16,6 +16,7 @@ from .._messages.fix import (
     FIX_HAND_COMPLEX_EDIT,
     FIX_HAND_CONTAINER,
     FIX_HAND_CONTAINER_EDIT,
+    FIX_HAND_DECLARE_EDIT,
     FIX_HAND_GENERATED,
     FIX_HAND_GENERATED_EDIT,
     FIX_HAND_GETATTR,
@@ -34,6 +35,7 @@ from .._messages.fix import (
     FIX_HAND_NOT_EDITABLE_EDIT,
     FIX_HAND_PLAIN_MIXIN,
     FIX_HAND_PLAIN_MIXIN_EDIT,
+    FIX_HAND_PROBED,
     FIX_HAND_STORED_BY_PACKAGE,
     FIX_HAND_STORED_BY_PACKAGE_EDIT,
     FIX_HAND_SUBCLASS,
@@ -225,6 +227,13 @@ def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
     inside = [s for s in stray.sites if any(c.holds(s) for c in stray.classes)]
     helpers = [s for s in stray.sites if s not in inside]
     declare = not any(s.construction for s in inside)
+    later = [s for s in inside if not s.construction]
+    holder = next((c for c in stray.classes if later and c.holds(later[0])), stray.classes[0])
+    if declare and stray.probed:  # registered as None, the name a subclass probes would exist
+        text = {"cls": holder.qualname, "attribute": attribute}
+        reason = FIX_HAND_PROBED.format(cls=f"its subclass {stray.probed}")
+        _hand(plan, stray, reason, FIX_HAND_DECLARE_EDIT.format(**text))
+        return
     # Code outside the classes that stores it before the rewrite registers it (before
     # nn.Module.__init__, inside a base's __init__, ahead of the declaration right after
     # super().__init__(), or ahead of the first store rewritten): register_buffer would then
@@ -258,13 +267,10 @@ def _plan_tensor(plan: Plan, stray: Stray, root: str, libraries: Sequence[str]) 
         lineno = built[0].lineno if built else 0
         edit = RegisterBuffer(cls, attribute, lineno, seen, methods, rewrite=not declare)
         plan.add(cls.filename, edit)
-    if declare:
-        later = [s for s in inside if not s.construction]
-        holder = next((c for c in stray.classes if later and c.holds(later[0])), stray.classes[0])
-        if _editable(plan, stray, holder, root, libraries):
-            assert holder.filename is not None
-            lineno = later[0].lineno if later else holder.lineno
-            plan.add(holder.filename, DeclareBuffer(holder, attribute, lineno))
+    if declare and _editable(plan, stray, holder, root, libraries):
+        assert holder.filename is not None
+        lineno = later[0].lineno if later else holder.lineno
+        plan.add(holder.filename, DeclareBuffer(holder, attribute, lineno))
 
 
 def _quietly_editable(cls: ClassInfo, root: str, libraries: Sequence[str]) -> bool:

@@ -23,6 +23,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
+import libcst as cst
+import libcst.matchers as m
+
 from .._messages.fix import (
     FIX_CLASS_LEVEL,
     FIX_HAND_INIT_SUBCLASS_BELOW,
@@ -35,6 +38,7 @@ from .._messages.fix import (
     FIX_SETTER_SETATTR,
 )
 from .edits import HandEdit, MakeAutoreg
+from .source import mangle, probes
 from .strays import Kind, Stray
 
 if TYPE_CHECKING:
@@ -43,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ProjectSource",
     "function_stores",
-    "mangle",
     "with_unloaded_subclasses",
     "without_refused_bases",
 ]
@@ -82,6 +85,9 @@ def with_unloaded_subclasses(
             if not stray.subclass:
                 subclass = source.subclass_storing(classes, stray.attribute, skip)
                 stray = dataclasses.replace(stray, subclass=subclass)
+            if not stray.probed:
+                probed = source.subclass_probing(classes, stray.attribute, skip)
+                stray = dataclasses.replace(stray, probed=probed)
             if stray.hidden is None and not stray.answers:
                 hidden = source.subclass_hiding(classes, stray.attribute, skip)
                 answers = source.subclass_getattr(classes, skip)
@@ -131,6 +137,7 @@ class ProjectSource:
         self._modules: dict[str, list[str]] = {}  # a dotted name a file may be imported by -> files
         self._parsed: dict[str, _Parsed] = {}  # by file, once parsed
         self._resolved: dict[int, list[_Class]] = {}  # a class statement's bases, by its id
+        self._trees: dict[str, cst.Module] = {}  # by file, once asked about probes
 
     def subclass_storing(
         self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
@@ -181,6 +188,24 @@ class ProjectSource:
         name; ``""`` if none."""
         for _, node, _, _ in self._derived(classes, skip):
             if _defined_in(node, "__getattr__"):
+                return node.name
+        return ""
+
+    def subclass_probing(
+        self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
+    ) -> str:
+        """As ``subclass_storing``, for a class statement that asks whether ``attribute`` exists
+        (``source.probes``: ``hasattr(self, "last")``; of a class ``type()`` makes, anywhere in its
+        file); ``""`` if none."""
+        for filename, node, _, _ in self._derived(classes, skip):
+            if filename not in self._trees:
+                try:
+                    self._trees[filename] = cst.parse_module(self._read()[filename])
+                except cst.ParserSyntaxError:
+                    self._trees[filename] = cst.Module(body=[])
+            tree = self._trees[filename]
+            statements = m.findall(tree, m.ClassDef(name=m.Name(node.name)))
+            if any(probes(statement, attribute) for statement in statements or [tree]):
                 return node.name
         return ""
 
@@ -664,16 +689,6 @@ def _setter_in(node: ast.ClassDef, attribute: str) -> str:
             )
             return FIX_SETTER_DESCRIPTOR.format(owner=node.name, attribute=attribute, what=what)
     return ""
-
-
-def mangle(name: str, owner: str) -> str:
-    """The attribute ``name`` is when spelled ``self.<name>`` in the body of the class ``owner``:
-    Python makes ``__x`` (not ``__x__``) ``_Owner__x``, the class name stripped of its leading
-    underscores (a string, as ``setattr``'s, is never mangled)."""
-    stripped = owner.lstrip("_")
-    if name.startswith("__") and not name.endswith("__") and stripped:
-        return f"_{stripped}{name}"
-    return name
 
 
 def _none_stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:

@@ -13,8 +13,6 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .project import mangle
-
 __all__ = [
     "Index",
     "Statement",
@@ -22,6 +20,7 @@ __all__ = [
     "before_init",
     "dotted",
     "is_self_attribute",
+    "mangle",
     "probes",
     "self_name_of",
     "super_init",
@@ -229,9 +228,19 @@ class Index(cst.CSTVisitor):
         return (torch, False) if torch else ("torch.nn", True)
 
 
+def mangle(name: str, owner: str) -> str:
+    """The attribute ``name`` is when spelled ``self.<name>`` in the body of the class ``owner``:
+    Python makes ``__x`` (not ``__x__``) ``_Owner__x``, the class name stripped of its leading
+    underscores (a string, as ``setattr``'s, is never mangled)."""
+    stripped = owner.lstrip("_")
+    if name.startswith("__") and not name.endswith("__") and stripped:
+        return f"_{stripped}{name}"
+    return name
+
+
 def is_self_attribute(node: cst.BaseExpression, self_name: str, attribute: str, owner: str) -> bool:
     """Whether ``node``, in the class ``owner``, is ``<self_name>.<attribute>`` (``self.__x`` is
-    ``_Owner__x``: ``project.mangle``)."""
+    ``_Owner__x``: ``mangle``)."""
     return (
         isinstance(node, cst.Attribute)
         and m.matches(node.value, m.Name(self_name))
@@ -290,12 +299,12 @@ def before_init(
     return bool(calls) and statement.start < calls[0]
 
 
-def probes(cls: cst.ClassDef, attribute: str) -> bool:
-    """Whether ``cls`` asks whether ``attribute`` exists: ``hasattr(x, "a")``,
-    ``getattr(x, "a", default)``, through ``__dict__`` / ``vars()``, or by reading ``x.a`` in a
-    ``try`` whose handler catches ``AttributeError`` or in ``with contextlib.suppress(...)``
-    that does; or may: ``hasattr(x, name)`` / ``getattr(x, name, default)`` of a name it
-    computes (which fix cannot read)."""
+def probes(cls: cst.CSTNode, attribute: str) -> bool:
+    """Whether ``cls`` (a class statement; or a file) asks whether ``attribute`` exists:
+    ``hasattr(x, "a")``, ``getattr(x, "a", default)``, through ``__dict__`` / ``vars()``, or by
+    reading ``x.a`` in a ``try`` whose handler catches ``AttributeError`` or in ``with
+    contextlib.suppress(...)`` that does; or may: ``hasattr(x, name)`` / ``getattr(x, name,
+    default)`` of a name it computes (which fix cannot read)."""
     name = m.SimpleString(m.MatchIfTrue(lambda text: literal(text) == attribute))
     computed: m.MatchIfTrue[cst.BaseExpression] = m.MatchIfTrue(
         lambda node: not isinstance(node, (cst.SimpleString, cst.Integer, cst.Float))

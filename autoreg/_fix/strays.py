@@ -93,7 +93,9 @@ class Stray:
     user's, none of the run's classes, that defines the name on its class (a value, a method, a
     ``cached_property``), and how: ``hasattr()`` finds it there, so ``register_buffer`` raises
     (loaded: ``collect``; in the source: ``project``); the buffer style lists the name. A
-    subclass's ``__getattr__`` is ``answers``.
+    subclass's ``__getattr__`` is ``answers``. ``probed``: such a subclass (in the source:
+    ``project``) that asks whether the name exists (``hasattr(self, "last")``): registered as
+    None in ``__init__``, it would always exist; the buffer style lists a name it would declare.
     """
 
     classes: tuple[ClassInfo, ...]
@@ -111,6 +113,7 @@ class Stray:
     setter: str = ""  # what runs on self.<attribute> = ... and not on register_buffer
     # a subclass of the user's that defines the name on its class, and how (FIX_CLASS_LEVEL)
     hidden: tuple[str, str] | None = None
+    probed: str = ""  # a subclass of the user's, outside the run, that asks whether it exists
 
     @property
     def name(self) -> str:

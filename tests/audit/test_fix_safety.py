@@ -2260,3 +2260,53 @@ def test_a_subclass_made_by_type_holds_the_name_back(
     assert "register_buffer" not in out
     subclass = TYPE_MADE_NAMES[variant]
     assert f"{project.name}/m.py:9: Scaled.scale: its subclass {subclass} stores it too" in err
+
+
+# State forward stores, and a subclass that asks whether it exists yet.
+CELL = """\
+import torch
+from torch import nn
+
+
+class Cell(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        y = torch.tanh(self.lin(x))
+        self.last = y.detach()
+        return y
+
+
+def build():
+    return Cell(), (torch.ones(2, 3),)
+"""
+
+SMOOTH_CELL = """\
+from .m import Cell
+
+
+class SmoothCell(Cell):
+    def forward(self, x):
+        if hasattr(self, "last"):  # from the second step on
+            x = x + self.last
+        return super().forward(x)
+"""
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["unloaded", "loaded"])
+def test_state_a_subclass_probes_is_not_registered_as_none(
+    project: Project, capsys: pytest.CaptureFixture[str], loaded: bool
+) -> None:
+    """Before: register_buffer("last", None) in Cell.__init__, and SmoothCell's first forward
+    found the name and added None (TypeError): only the class edited was read for probes."""
+    project.write("m", CELL + ("\nfrom . import smooth  # noqa: E402, F401\n" if loaded else ""))
+    project.write("smooth", SMOOTH_CELL)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "register_buffer" not in out
+    assert (
+        f"{project.name}/m.py:12: Cell.last: first stored at run time, and its subclass "
+        "SmoothCell asks whether it exists"
+    ) in err
