@@ -39,7 +39,7 @@ from .._messages.fix import (
 )
 from .edits import HandEdit, MakeAutoreg
 from .source import mangle, probes
-from .strays import Kind, Stray
+from .strays import Kind, Site, Stray
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -83,7 +83,9 @@ def with_unloaded_subclasses(
             ]
             skip = [(c.filename, c.lineno) for c in stray.classes if c.filename is not None]
             if not stray.subclass:
-                subclass = source.subclass_storing(classes, stray.attribute, skip)
+                subclass = source.subclass_storing(
+                    classes, stray.attribute, skip
+                ) or source.subclass_overriding(classes, stray.attribute, stray.sites, skip)
                 stray = dataclasses.replace(stray, subclass=subclass)
             if not stray.probed:
                 probed = source.subclass_probing(classes, stray.attribute, skip)
@@ -154,6 +156,40 @@ class ProjectSource:
             ):
                 return node.name
         return ""
+
+    def subclass_overriding(
+        self,
+        classes: Sequence[_Class],
+        attribute: str,
+        sites: Sequence[Site],
+        skip: Sequence[tuple[str, int]],
+    ) -> str:
+        """As ``subclass_storing``, for a class statement that defines a method whose result a
+        store of ``attribute`` at one of ``sites`` takes (``self.scale = self.make_scale(n)``:
+        what the override returns, the run never saw), in another file than the store's (the
+        codemod reads what an override in that file returns: ``changes._callees``); ``""`` if
+        none."""
+        called = self._called_by_stores(attribute, sites)
+        files = {os.path.realpath(site.filename) for site in sites}
+        for filename, node, _, _ in self._derived(classes, skip) if called else ():
+            if filename not in files and any(_defined_in(node, name) for name in called):
+                return node.name
+        return ""
+
+    def _called_by_stores(self, attribute: str, sites: Sequence[Site]) -> set[str]:
+        """The methods the stores of ``<first argument>.<attribute>`` at ``sites``, in the
+        methods of the class statements of the project, call on that argument
+        (``self.make_scale(n)``)."""
+        called: set[str] = set()
+        for site in sites:
+            filename = os.path.realpath(site.filename)
+            if filename not in self._read():
+                continue
+            for cls in self._parse(filename).classes:
+                for function in cls.body:
+                    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        called |= _called_by_store(function, cls.name, attribute, site.lineno)
+        return called
 
     def subclass_setter(
         self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
@@ -616,6 +652,40 @@ def _stores_self(node: ast.ClassDef, attribute: str) -> bool:
         for function in node.body
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
+
+
+def _called_by_store(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, owner: str, attribute: str, lineno: int
+) -> set[str]:
+    """The methods a store of ``<first argument>.<attribute>`` on line ``lineno`` of
+    ``function``, a method of the class ``owner``, calls on that argument in its value."""
+    arguments = [*function.args.posonlyargs, *function.args.args]
+    first = arguments[0].arg if arguments else None
+    called: set[str] = set()
+    for node in ast.walk(function):
+        if not (
+            isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            and node.value is not None
+            and node.lineno <= lineno <= (node.end_lineno or node.lineno)
+        ):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == first
+            and mangle(target.attr, owner) == attribute
+            for target in targets
+        ):
+            called.update(
+                call.func.attr
+                for call in ast.walk(node.value)
+                if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == first
+            )
+    return called
 
 
 def _hides_subclasses(node: ast.ClassDef) -> bool:

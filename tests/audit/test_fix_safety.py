@@ -2310,3 +2310,33 @@ def test_state_a_subclass_probes_is_not_registered_as_none(
         f"{project.name}/m.py:12: Cell.last: first stored at run time, and its subclass "
         "SmoothCell asks whether it exists"
     ) in err
+
+
+# The value stored comes from a method, which a subclass in a file nothing imports overrides.
+MAKE_SCALE = "    def make_scale(self, n):\n        return torch.full((n,), 0.5)\n\n"
+GATE = SCALED.replace("self.scale = torch.ones(n)", "self.scale = self.make_scale(n)").replace(
+    "    def forward(self, x):", MAKE_SCALE + "    def forward(self, x):"
+)
+
+SCALAR_GATE = """\
+from .m import Scaled
+
+
+class ScalarGate(Scaled):
+    def make_scale(self, n):
+        return 0.5  # a plain number broadcasts just as well
+"""
+
+
+def test_a_subclass_overriding_the_method_whose_result_is_stored_holds_the_name_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: register_buffer("scale", self.make_scale(n)) in Scaled, and ScalarGate() raised
+    TypeError: only an override in the store's own file was read."""
+    assert "self.scale = self.make_scale(n)" in GATE
+    project.write("m", GATE)
+    project.write("variants", SCALAR_GATE)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert "register_buffer" not in out
+    assert f"{project.name}/m.py:9: Scaled.scale: its subclass ScalarGate stores it too" in err
