@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``autoreg fix`` as parsed into ``args``; return the exit status."""
     try:
         from .codemod import rewrite  # imports libcst
+        from .elsewhere import with_stores_elsewhere  # so does this
     except ImportError as error:
         if error.name is None or error.name.partition(".")[0] != "libcst":
             raise
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     strays = [stray for analysis in analyses for stray in analysis.strays]
     if args.style == "buffer":  # a subclass the run did not load may store something else
         strays = with_unloaded_subclasses(strays, os.getcwd(), _libraries())
+        # and a store through another name than self, in code the run saw or that names the class
+        strays = with_stores_elsewhere(strays, os.getcwd(), _libraries())
     plan = make_plan(strays, args.style, os.getcwd(), _libraries(), autoreg_keeps_complex())
     if args.style == "base":  # a subclass the run did not load may break on autoreg's bases
         without_refused_bases(plan, os.getcwd(), _libraries())

@@ -140,6 +140,7 @@ class ProjectSource:
         self._parsed: dict[str, _Parsed] = {}  # by file, once parsed
         self._resolved: dict[int, list[_Class]] = {}  # a class statement's bases, by its id
         self._trees: dict[str, cst.Module] = {}  # by file, once asked about probes
+        self._every: dict[str, bytes] | None = None  # every file, class statements or not
 
     def subclass_storing(
         self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
@@ -269,6 +270,24 @@ class ProjectSource:
                     FIX_HAND_INIT_SUBCLASS_EDIT.format(cls=node.name),
                 )
         return None
+
+    def naming(self, classes: Sequence[str]) -> list[tuple[str, bytes]]:
+        """Each file under the root (name, source) that names one of ``classes`` or a class
+        statement deriving from them, class statements or not: code that may build one, or be
+        handed one (``elsewhere``)."""
+        known: list[_Class] = [(None, name) for name in classes]  # by name: any of that name
+        names = set(classes) | {node.name for _, node, _, _ in self._derived(known, [])}
+        alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
+        pattern = re.compile(rb"\b(?:" + alternatives + rb")\b")
+        if self._every is None:
+            self._every = {}
+            for filename in self._files():
+                try:
+                    with open(filename, "rb") as file:
+                        self._every[filename] = file.read()
+                except OSError:
+                    continue
+        return [(name, source) for name, source in self._every.items() if pattern.search(source)]
 
     def _derived(
         self, classes: Sequence[_Class], skip: Sequence[tuple[str, int]]

@@ -210,6 +210,19 @@ FIX_HAND_SUBCLASS_EDIT: Final = (
     "tensor, and another name where a subclass stores something else; or --style base"
 )
 
+FIX_HAND_THROUGH: Final = (
+    "{where} stores it through another name ({code}), and {what}: registered, it would be a "
+    "buffer there, which refuses anything but a tensor or None"
+)
+
+FIX_THROUGH_UNKNOWN: Final = "the source does not say that it stores a tensor or None there"
+FIX_THROUGH_OTHER: Final = "the source may store {value} there in another configuration"
+
+FIX_HAND_THROUGH_EDIT: Final = (
+    "store a tensor or None there (torch.as_tensor(...)), then "
+    'self.register_buffer("{attribute}", ..., persistent=False) in the class; or --style base'
+)
+
 FIX_HAND_INIT_SUBCLASS: Final = (
     "its __init_subclass__ does not call super().__init_subclass__(): autoreg would not see "
     "its subclasses, which would raise ClassDefinitionError when built"

@@ -642,3 +642,128 @@ def test_a_parameter_store_not_exclusive_of_the_tensor_store_is_still_listed(
     assert status == 1
     assert _added(out) == []
     assert "Scaled.scale: stores an nn.Parameter here" in err
+
+
+# Stores through another name than self: a classmethod's `head.temperature = ...`, and a parent's
+# `self.head.temperature = fixed` that the factory's configuration never runs.
+THROUGH = """\
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    @classmethod
+    def from_config(cls, n=3, temperature=None):
+        head = cls(n)
+        head.temperature = torch.tensor(1.0) if temperature is None else temperature
+        return head
+
+    def forward(self, x):
+        return self.lin(x) / self.temperature
+
+
+class Classifier(nn.Module):
+    def __init__(self, fixed_temperature=None):
+        super().__init__()
+        self.head = Head.from_config()
+        if fixed_temperature is not None:
+            self.head.temperature = fixed_temperature
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def build():
+    return Head.from_config(), (torch.ones(2, 3),)
+"""
+
+# What holds nothing back: a store through another name of what the source shows a tensor, a
+# class's own store of its own attribute, and a store in a file that names no class of the run's.
+THROUGH_SAFE = {
+    "m": """\
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    @classmethod
+    def from_config(cls, n=3):
+        head = cls(n)
+        head.temperature = torch.tensor(1.0)
+        return head
+
+    def forward(self, x):
+        return self.lin(x) / self.temperature
+
+
+class Sampler:
+    def __init__(self):
+        self.temperature = 0.7
+
+
+def build():
+    return Head.from_config(), (torch.ones(2, 3),)
+""",
+    "config": """\
+class Options:
+    pass
+
+
+def defaults():
+    options = Options()
+    options.temperature = 0.7
+    return options
+""",
+}
+
+
+# The store the run made, read as any store that ran: float(temperature) in another configuration.
+RAN = "torch.tensor(1.0) if temperature is None else "
+THROUGH_RAN = THROUGH.replace(RAN + "temperature", RAN + "float(temperature)")
+
+
+@pytest.mark.parametrize("ran", [False, True], ids=["not-run", "run"])
+def test_a_store_through_another_name_that_may_store_no_tensor_holds_the_name_back(
+    project: Project, capsys: pytest.CaptureFixture[str], ran: bool
+) -> None:
+    """Before: fix registered temperature as None in Head.__init__ (the run saw a tensor, stored
+    by the classmethod), and Classifier(fixed_temperature=2.0), or Head.from_config(temperature=
+    2.0), raised TypeError: neither store is through self."""
+    source = project.write("m", THROUGH_RAN if ran else THROUGH).read_text()
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == []
+    if ran:
+        store = f"head.temperature = {RAN}float(temperature)"
+        line = source.splitlines().index(f"        {store}") + 1
+        code = store[:57] + "..."
+        what = "may store float(temperature) there in another configuration"
+    else:
+        code = "self.head.temperature = fixed_temperature"
+        line = source.splitlines().index(f"            {code}") + 1
+        what = "does not say that it stores a tensor or None there"
+    assert (
+        f"Head.temperature: {project.name}/m.py:{line} stores it through another name ({code}), "
+        f"and the source {what}"
+    ) in err
+
+
+def test_a_store_through_another_name_of_a_tensor_holds_nothing_back(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Neither a tensor stored through another name, nor another class's own attribute of the
+    name, nor a store in a file that never names the class, is a reason to list the name."""
+    for module, source in THROUGH_SAFE.items():
+        project.write(module, source)
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1  # it would change a file
+    assert _added(out) == ['self.register_buffer("temperature", None, persistent=False)'], err
+    assert "left for you to edit" not in err
