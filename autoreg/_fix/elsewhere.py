@@ -1,4 +1,5 @@
-"""Stores of a name the buffer style would register, made through another name than ``self``.
+"""Stores of a name the buffer style would register, made through another name than ``self``,
+and the values the project passes to a parameter a store stores as it is.
 
 ``stores.stores_of`` reads a class's own ``self.<name> = v``. A buffer changes every store of the
 name on an instance of the class, wherever it is made: a classmethod's ``head.temperature = t``,
@@ -16,6 +17,12 @@ Which stores are read:
   file under the working directory that names one of the stray's classes or a class deriving
   from them (``ProjectSource.naming``), read as a store that did not run (``stores.value_kind``:
   a tensor or None, or listed).
+
+A parameter a store stores as it is passed (``self.scale = scale``: the factory passed a
+tensor) is judged by what the project passes it (``_passes``): a call of the class, of the
+method or of the function in those files, or a subclass's ``super().__init__(0.5, n)``, that
+passes a value the source shows outside what the store takes lists the name. A value passed in
+from outside the project, or through the caller's own parameter without a default, is not seen.
 
 Not read: a method's store through its own first parameter (``self.x = v``: the class's own
 attribute, read by ``stores_of`` for the stray's classes, by ``project`` for a subclass, and
@@ -37,9 +44,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper
 
 from .._messages.fix import (
+    FIX_HAND_ANOTHER_VALUE_EDIT,
+    FIX_HAND_PASSED,
     FIX_HAND_THROUGH,
     FIX_HAND_THROUGH_EDIT,
     FIX_OF_PARAMETER,
@@ -48,7 +58,13 @@ from .._messages.fix import (
 )
 from .project import ProjectSource
 from .source import Index, Statement, dotted, literal, self_name_of
-from .stores import other_value, value_kind
+from .stores import (
+    construction_methods,
+    other_value,
+    passed_parameters,
+    stores_of,
+    value_kind,
+)
 from .strays import Kind, Stray
 
 __all__ = ["with_stores_elsewhere"]
@@ -56,6 +72,7 @@ __all__ = ["with_stores_elsewhere"]
 # What a store made outside the class's construction may store: nn.Module puts a parameter or a
 # module in a buffer's place.
 _TAKES: Final = frozenset({"tensor", "none", "parameter", "module"})
+_BUILT: Final = frozenset({"tensor", "none"})  # register_buffer, while the module is built
 
 
 def with_stores_elsewhere(
@@ -64,13 +81,13 @@ def with_stores_elsewhere(
     """``strays``, each tensor attribute that a store through another name may give what a
     buffer refuses listed (``Kind.HAND``), with the first such store in its reason."""
     source = ProjectSource(root, excluded)
-    files = _Files()
+    files = _Files(root, excluded)
     found = []
     for stray in strays:
         if stray.kind is Kind.TENSOR:
-            reason = _refused(stray, source, files, root)
-            if reason:
-                edit = FIX_HAND_THROUGH_EDIT.format(attribute=stray.attribute)
+            refused = _refused(stray, source, files, root)
+            if refused is not None:
+                reason, edit = refused
                 stray = dataclasses.replace(stray, kind=Kind.HAND, reason=reason, edit=edit)
         found.append(stray)
     return found
@@ -79,9 +96,8 @@ def with_stores_elsewhere(
 @dataclasses.dataclass(frozen=True)
 class _Through:
     """A store of the name through another name: its file, the statement and the small
-    statement in it, the value (None: the source
-    does not show it, as in ``x.t, y = pair``), the function it is in and that function's
-    ``self`` ("" outside a method)."""
+    statement in it, the value (None: the source does not show it, as in ``x.t, y = pair``),
+    the function it is in and that function's ``self`` ("" outside a method)."""
 
     filename: str
     statement: Statement
@@ -91,10 +107,15 @@ class _Through:
     self_name: str
 
 
-def _refused(stray: Stray, source: ProjectSource, files: _Files, root: str) -> str:
-    """Why a store of ``stray``'s name through another name may give it what a buffer refuses
-    (``FIX_HAND_THROUGH``); ``""`` if none may."""
+def _refused(
+    stray: Stray, source: ProjectSource, files: _Files, root: str
+) -> tuple[str, str] | None:
+    """Why a store of ``stray``'s name may give it what a buffer refuses, and the edit to make:
+    a store through another name (``FIX_HAND_THROUGH``), or a parameter stored as it is passed
+    that the project passes such a value (``FIX_HAND_PASSED``); None if none may."""
     attribute = stray.attribute
+    through = FIX_HAND_THROUGH_EDIT.format(attribute=attribute)
+    passing: list[tuple[str, cst.FunctionDef, str, frozenset[str]]] = []
     recorded: dict[tuple[str, int], set[str]] = {}
     for site in stray.sites:
         recorded.setdefault((site.filename, site.lineno), set()).add(site.value)
@@ -108,12 +129,14 @@ def _refused(stray: Stray, source: ProjectSource, files: _Files, root: str) -> s
             if store.value is None:
                 continue  # unpacked: what ran is what the run saw
             if not kinds <= _TAKES:
-                return _reason(store, root, FIX_THROUGH_UNKNOWN)
+                return _reason(store, root, FIX_THROUGH_UNKNOWN), through
             other = other_value(
                 store.value, store.function, store.self_name, attribute, torch_names, _TAKES
             )
             if other is not None:
-                return _reason(store, root, _other(*other))
+                return _reason(store, root, _other(*other)), through
+            for parameter in passed_parameters(store.value, store.function, torch_names):
+                passing.append((filename, store.function, parameter, _TAKES))
     names = [c.qualname.rpartition(".")[2] for c in stray.classes]
     for filename, _ in source.naming(names):  # what the run did not make, in code naming them
         index = files.get(filename)
@@ -131,8 +154,172 @@ def _refused(stray: Stray, source: ProjectSource, files: _Files, root: str) -> s
                     else None
                 )
                 if kind not in _TAKES:
-                    return _reason(store, root, FIX_THROUGH_UNKNOWN)
-    return ""
+                    return _reason(store, root, FIX_THROUGH_UNKNOWN), through
+    passing += _own_passing(stray, files)
+    for filename, function, parameter, takes in passing:
+        found = _passes(source, files, names, filename, function, parameter, takes, attribute)
+        if found is not None:
+            where, line, value = found
+            text = {"parameter": parameter, "function": function.name.value, "value": value}
+            reason = FIX_HAND_PASSED.format(where=f"{_short(where, root)}:{line}", **text)
+            return reason, FIX_HAND_ANOTHER_VALUE_EDIT.format(attribute=attribute)
+    return None
+
+
+def _own_passing(
+    stray: Stray, files: _Files
+) -> list[tuple[str, cst.FunctionDef, str, frozenset[str]]]:
+    """Each parameter a store of the name in the methods of ``stray``'s classes stores as it
+    is passed (``self.scale = scale``): the file, the method, the parameter, and what the
+    store may take (a construction method's ``register_buffer`` takes a tensor or None)."""
+    ran = {site.function.rpartition(".")[2] for site in stray.sites if site.construction}
+    found = []
+    for info in stray.classes:
+        index = files.get(info.filename) if info.filename is not None else None
+        cls = index.find_class(info.qualname, info.lineno) if index is not None else None
+        if index is None or cls is None or info.filename is None:
+            continue
+        built = construction_methods(cls, ran)
+        torch_names = index.torch_names()
+        for store in stores_of(index, cls, stray.attribute):
+            if store.form not in ("assign", "setattr") or store.value is None:
+                continue
+            takes = _BUILT if store.method.name.value in built else _TAKES
+            for parameter in passed_parameters(store.value, store.method, torch_names):
+                found.append((info.filename, store.method, parameter, takes))
+    return found
+
+
+def _passes(
+    source: ProjectSource,
+    files: _Files,
+    classes: list[str],
+    filename: str,
+    function: cst.FunctionDef,
+    parameter: str,
+    takes: frozenset[str],
+    attribute: str,
+) -> tuple[str, int, str] | None:
+    """A call in the project that passes ``parameter`` of ``function`` (of the file
+    ``filename``) a value the source shows outside ``takes``: where it is (file, line) and the
+    value, in ``FIX_HAND_PASSED``'s words; None if none does. The calls read, in the files that
+    name ``classes`` or the function: of an ``__init__``, a call of its class (by its name, or
+    the name a file imports it under), ``super().__init__(...)`` in a class statement deriving
+    from it, and ``Class.__init__(self, ...)``; of another method, ``<anything>.name(...)``; of
+    a function, ``name(...)``."""
+    index = files.get(filename)
+    owner = _owner(index, function) if index is not None else None
+    name = function.name.value
+    params = function.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    static = self_name_of(function) is None
+    shift = 1 if owner is not None and not static else 0
+    position = positional.index(parameter) if parameter in positional else None
+    keyword = parameter not in [p.name.value for p in params.posonly_params]
+    for other, _ in source.naming([*classes, name]):
+        index = files.get(other)
+        if index is None:
+            continue
+        named = _aliases(index, owner.name.value) if owner is not None else set()
+        derived = _deriving(index, named)
+        torch_names = index.torch_names()
+        for statement, call in files.calls(other):
+            skip = _skipped(call, statement, name, owner is not None, named, derived, shift)
+            if skip is None:
+                continue
+            value = _argument(call, position, skip, parameter if keyword else None)
+            if value is None:
+                continue
+            caller = statement.function() or files.top(other)
+            inner = self_name_of(caller) or ""
+            found = other_value(value, caller, inner, attribute, torch_names, takes)
+            if found is not None:
+                return other, statement.start, _value(*found)
+    return None
+
+
+def _owner(index: Index, function: cst.FunctionDef) -> cst.ClassDef | None:
+    """The class ``function`` is a method of (None: a function)."""
+    for nodes in index.named.values():
+        for cls in nodes:
+            if any(node is function for node in cls.body.body):
+                return cls
+    return None
+
+
+def _aliases(index: Index, cls: str) -> set[str]:
+    """``cls`` and the names the file imports it under (``from m import Scaled as Layer``)."""
+    found = {cls}
+    for node in m.findall(index.module, m.ImportAlias()):
+        assert isinstance(node, cst.ImportAlias)
+        if dotted(node.name).rpartition(".")[2] == cls and node.asname is not None:
+            found.add(dotted(node.asname.name))
+    return found
+
+
+def _deriving(index: Index, names: set[str]) -> set[str]:
+    """The class statements of the file deriving from one of ``names``, through others of the
+    file: their names."""
+    found: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name, nodes in index.named.items():
+            bases = {dotted(arg.value).rpartition(".")[2] for node in nodes for arg in node.bases}
+            if name not in found and bases & (names | found):
+                found.add(name)
+                grown = True
+    return found
+
+
+def _skipped(
+    call: cst.Call,
+    statement: Statement,
+    name: str,
+    method: bool,
+    named: set[str],
+    derived: set[str],
+    shift: int,
+) -> int | None:
+    """How many of the function's positional parameters ``call`` of it does not pass (its
+    ``self``, when bound), or None when ``call`` is no call of it."""
+    func = call.func
+    last = dotted(func).rpartition(".")[2]
+    if name == "__init__" and named:
+        if last in named:
+            return 1  # Scaled(...)
+        if not m.matches(func, m.Attribute(attr=m.Name("__init__"))):
+            return None
+        receiver = func.value  # type: ignore[attr-defined]
+        if m.matches(receiver, m.Call(func=m.Name("super"))):
+            inside = {n.name.value for n in statement.ancestors if isinstance(n, cst.ClassDef)}
+            return 1 if inside & derived else None  # super().__init__(...) in a subclass
+        return 0 if dotted(receiver).rpartition(".")[2] in named else None
+    if method:
+        return shift if isinstance(func, cst.Attribute) and func.attr.value == name else None
+    return 0 if last == name else None
+
+
+def _argument(
+    call: cst.Call, position: int | None, skip: int, keyword: str | None
+) -> cst.BaseExpression | None:
+    """The argument ``call`` passes the parameter at ``position`` (counting the ``skip``
+    parameters it does not pass) or by ``keyword``; None if it passes none the source shows
+    (after a ``*args``, or through ``**options``)."""
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            if arg.star == "*":
+                position = None  # what follows is not where it seems
+            continue
+        if arg.keyword is not None:
+            if keyword is not None and arg.keyword.value == keyword:
+                return arg.value
+            continue
+        if position is not None and index + skip == position:
+            return arg.value
+        index += 1
+    return None
 
 
 def _stores_through(
@@ -215,12 +402,18 @@ def _reason(store: _Through, root: str, what: str) -> str:
 
 def _other(value: cst.BaseExpression, parameter: str | None) -> str:
     """``FIX_THROUGH_OTHER`` for ``value`` (the default of ``parameter``, if one)."""
+    return FIX_THROUGH_OTHER.format(value=_value(value, parameter))
+
+
+def _value(value: cst.BaseExpression, parameter: str | None) -> str:
+    """``value`` on one line (shortened past 40 characters), as the default of ``parameter``
+    if one (``FIX_OF_PARAMETER``)."""
     code = " ".join(cst.Module([]).code_for_node(value).split())
     if len(code) > 40:
         code = code[:37] + "..."
     if parameter is not None:
         code = FIX_OF_PARAMETER.format(value=code, parameter=parameter)
-    return FIX_THROUGH_OTHER.format(value=code)
+    return code
 
 
 def _short(filename: str, root: str) -> str:
@@ -229,12 +422,28 @@ def _short(filename: str, root: str) -> str:
 
 
 class _Files:
-    """Each file's ``Index``, parsed once (None: not read, or not parsed), and its top-level
-    code as a function (``top``): what a store outside any function reads its names in."""
+    """Each file's ``Index``, parsed once (None: not one of the user's files under ``root``
+    and under none of ``excluded``, not read, or not parsed); its top-level code as a function
+    (``top``): what a store outside any function reads its names in; and its calls with their
+    statements (``calls``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str, excluded: Sequence[str]) -> None:
+        self.root = os.path.join(os.path.realpath(root), "")
+        self.excluded = tuple(os.path.join(os.path.realpath(d), "") for d in excluded)
         self._indexes: dict[str, Index | None] = {}
         self._tops: dict[str, cst.FunctionDef] = {}
+        self._calls: dict[str, list[tuple[Statement, cst.Call]]] = {}
+
+    def calls(self, filename: str) -> list[tuple[Statement, cst.Call]]:
+        if filename not in self._calls:
+            index = self.get(filename)
+            self._calls[filename] = [
+                (statement, call)
+                for statement in (index.statements if index is not None else [])
+                for call in m.findall(statement.node, m.Call())
+                if isinstance(call, cst.Call)
+            ]
+        return self._calls[filename]
 
     def top(self, filename: str) -> cst.FunctionDef:
         if filename not in self._tops:
@@ -246,6 +455,10 @@ class _Files:
 
     def get(self, filename: str) -> Index | None:
         if filename not in self._indexes:
+            path = os.path.realpath(filename)
+            if not path.startswith(self.root) or path.startswith(self.excluded):
+                self._indexes[filename] = None
+                return None
             try:
                 with open(filename, "rb") as file:
                     module = cst.parse_module(file.read())

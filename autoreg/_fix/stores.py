@@ -33,6 +33,7 @@ __all__ = [
     "aliased_as",
     "construction_methods",
     "other_value",
+    "passed_parameters",
     "spelled_dtype",
     "stored_names",
     "stores_of",
@@ -658,6 +659,42 @@ def other_value(
         return None
 
     return other(value, ())
+
+
+def passed_parameters(
+    value: cst.BaseExpression, method: cst.FunctionDef, torch_names: frozenset[str]
+) -> list[str]:
+    """The parameters of ``method`` that ``value`` may store as they are passed (``scale``,
+    ``t if t is not None else default``, ``scale or 1.0``, ``2 * scale``, a local bound to one):
+    what a caller passes there is what is stored, a float if it passes one. A branch taken only
+    for a tensor (``s if isinstance(s, torch.Tensor) else ...``) passes nothing; a call's result
+    is no parameter (``torch.as_tensor(scale)``)."""
+    stars = (method.params.star_arg, method.params.star_kwarg)
+    params = {name for name, param in _parameters(method).items() if param not in stars}
+    found: list[str] = []
+    todo, seen = [value], set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.Name):
+            if node.value in params:
+                if node.value not in found:
+                    found.append(node.value)
+            elif node.value not in seen:
+                seen.add(node.value)
+                todo.extend(_bindings(node.value, method) or [])
+        elif isinstance(node, cst.IfExp):
+            checked = _tensor_check(node.test, torch_names)
+            if not _is_checked(node.body, checked, True):
+                todo.append(node.body)
+            if not _is_checked(node.orelse, checked, False):
+                todo.append(node.orelse)
+        elif isinstance(node, cst.BooleanOperation) or (
+            isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC)
+        ):
+            todo += [node.left, node.right]
+        elif isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+            todo.append(node.expression)
+    return found
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.BaseExpression]:

@@ -215,6 +215,11 @@ FIX_HAND_THROUGH: Final = (
     "buffer there, which refuses anything but a tensor or None"
 )
 
+FIX_HAND_PASSED: Final = (
+    "it stores the parameter {parameter} of {function}() as it is passed, and {where} passes it "
+    "{value}: registered, it would be a buffer there, which refuses anything but a tensor or None"
+)
+
 FIX_THROUGH_UNKNOWN: Final = "the source does not say that it stores a tensor or None there"
 FIX_THROUGH_OTHER: Final = "the source may store {value} there in another configuration"
 

@@ -681,6 +681,11 @@ def build():
     return Head.from_config(), (torch.ones(2, 3),)
 """
 
+THROUGH_BUILD = """\
+def build():
+    return Head.from_config(), (torch.ones(2, 3),)
+"""
+
 # What holds nothing back: a store through another name of what the source shows a tensor, a
 # class's own store of its own attribute, and a store in a file that names no class of the run's.
 THROUGH_SAFE = {
@@ -767,3 +772,81 @@ def test_a_store_through_another_name_of_a_tensor_holds_nothing_back(
     assert status == 1  # it would change a file
     assert _added(out) == ['self.register_buffer("temperature", None, persistent=False)'], err
     assert "left for you to edit" not in err
+
+
+# A parameter stored as it is passed: the factory passes a tensor, the rest of the project may not.
+PASSED = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, scale, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.scale = scale
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def build():
+    return Scaled(torch.full((3,), 0.5)), (torch.ones(2, 3),)
+"""
+
+PASSED_ELSEWHERE = {
+    "super": (
+        "class Half(Scaled):\n    def __init__(self, n=3):\n        super().__init__(0.5, n)\n"
+    ),
+    "keyword": "def half():\n    return Scaled(scale=0.5)\n",
+    "default": "def scaled(factor=0.5):\n    return Scaled(factor)\n",
+    "none": "def unscaled():\n    return Scaled(None)\n",
+    "tensor": "import torch\n\n\ndef half():\n    return Scaled(torch.tensor(0.5))\n",
+}
+
+
+@pytest.mark.parametrize("variant", list(PASSED_ELSEWHERE))
+def test_a_parameter_stored_as_passed_is_judged_by_what_the_project_passes(
+    project: Project, capsys: pytest.CaptureFixture[str], variant: str
+) -> None:
+    """Before: ``self.scale = scale`` became register_buffer (the factory passed a tensor), and
+    ``Half()``, whose ``super().__init__(0.5, n)`` is in another file, raised TypeError (and so
+    did ``Scaled(scale=0.5)``, ``Scaled(factor)`` with ``factor=0.5``). None, which a buffer
+    takes, and a tensor hold nothing back."""
+    project.write("m", PASSED)
+    code = PASSED_ELSEWHERE[variant]
+    project.write("variants", f"from .m import Scaled\n\n\n{code}")
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    if variant in ("none", "tensor"):
+        assert _added(out) == ['self.register_buffer("scale", scale, persistent=False)'], err
+        return
+    assert _added(out) == []
+    call = next(
+        i for i, line in enumerate(code.splitlines()) if "Scaled(" in line or "(0.5" in line
+    )
+    value = {"default": "0.5 (the default of factor)"}.get(variant, "0.5")
+    assert (
+        "Scaled.scale: it stores the parameter scale of __init__() as it is passed, and "
+        f"{project.name}/variants.py:{call + 4} passes it {value}"
+    ) in err
+
+
+def test_a_parameter_a_classmethod_stores_through_another_name_is_judged_by_its_calls(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``head.temperature = torch.tensor(1.0) if temperature is None else temperature`` in a
+    classmethod stores its parameter as it is passed. Before: registered as None in
+    ``Head.__init__``, and ``Head.from_config(temperature=2.0)`` raised TypeError."""
+    project.write("m", THROUGH[: THROUGH.index("class Classifier")] + THROUGH_BUILD)
+    project.write(
+        "use",
+        "from .m import Head\n\n\ndef warm():\n    return Head.from_config(temperature=2.0)\n",
+    )
+    status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
+    assert status == 1
+    assert _added(out) == []
+    assert (
+        "Head.temperature: it stores the parameter temperature of from_config() as it is passed, "
+        f"and {project.name}/use.py:5 passes it 2.0"
+    ) in err
