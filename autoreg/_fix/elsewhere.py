@@ -15,8 +15,9 @@ Which stores are read:
   another value there);
 - each ``<x>.<name> = v`` (or ``setattr(x, "<name>", v)``) the run did not make, in a ``.py``
   file under the working directory that names one of the stray's classes or a class deriving
-  from them (``ProjectSource.naming``), read as a store that did not run (``stores.value_kind``:
-  a tensor or None, or listed).
+  from them (``ProjectSource.naming``; not one whose own class statements have those names,
+  another ``Attention``), read as a store that did not run (``stores.value_kind``: a tensor or
+  None, or listed).
 
 A parameter a store stores as it is passed (``self.scale = scale``: the factory passed a
 tensor) is judged by what the project passes it (``_passes``): a call of the class, of the
@@ -138,10 +139,13 @@ def _refused(
             for parameter in passed_parameters(store.value, store.function, torch_names):
                 passing.append((filename, store.function, parameter, _TAKES))
     names = [c.qualname.rpartition(".")[2] for c in stray.classes]
+    homes = {os.path.realpath(c.filename) for c in stray.classes if c.filename is not None}
     for filename, _ in source.naming(names):  # what the run did not make, in code naming them
         index = files.get(filename)
-        if index is None:
-            continue
+        if index is None or (
+            os.path.realpath(filename) not in homes and all(n in index.named for n in names)
+        ):
+            continue  # none, or a file whose own classes of those names are the ones it names
         torch_names = index.torch_names()
         for statement in index.statements:
             lines = range(statement.start, statement.end + 1)
@@ -221,6 +225,9 @@ def _passes(
         if index is None:
             continue
         named = _aliases(index, owner.name.value) if owner is not None else set()
+        elsewhere = os.path.realpath(other) != os.path.realpath(filename)
+        if owner is not None and elsewhere and owner.name.value in index.named:
+            named.discard(owner.name.value)  # there, the name is the file's own class
         derived = _deriving(index, named)
         torch_names = index.torch_names()
         for statement, call in files.calls(other):

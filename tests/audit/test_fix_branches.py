@@ -802,6 +802,11 @@ PASSED_ELSEWHERE = {
     "default": "def scaled(factor=0.5):\n    return Scaled(factor)\n",
     "none": "def unscaled():\n    return Scaled(None)\n",
     "tensor": "import torch\n\n\ndef half():\n    return Scaled(torch.tensor(0.5))\n",
+    # a class of the same name of the file's own: its calls are not calls of m.Scaled
+    "same-name": (
+        "from torch import nn\n\n\nclass Scaled(nn.Module):\n    def __init__(self, scale):\n"
+        "        super().__init__()\n\n\ndef half():\n    return Scaled(0.5)\n"
+    ),
 }
 
 
@@ -812,13 +817,14 @@ def test_a_parameter_stored_as_passed_is_judged_by_what_the_project_passes(
     """Before: ``self.scale = scale`` became register_buffer (the factory passed a tensor), and
     ``Half()``, whose ``super().__init__(0.5, n)`` is in another file, raised TypeError (and so
     did ``Scaled(scale=0.5)``, ``Scaled(factor)`` with ``factor=0.5``). None, which a buffer
-    takes, and a tensor hold nothing back."""
+    takes, a tensor, and a call of another file's own class of the same name hold nothing back
+    (the last listed the name before this was mended: test_fix_real's two ``Attention``)."""
     project.write("m", PASSED)
     code = PASSED_ELSEWHERE[variant]
     project.write("variants", f"from .m import Scaled\n\n\n{code}")
     status, out, err = project.fix(capsys, f"{project.name}.m:build", "--style", "buffer")
     assert status == 1
-    if variant in ("none", "tensor"):
+    if variant in ("none", "tensor", "same-name"):
         assert _added(out) == ['self.register_buffer("scale", scale, persistent=False)'], err
         return
     assert _added(out) == []
