@@ -1997,7 +1997,7 @@ def persistent_class(orig_class):
 class Input(nn.Module):
     def __init__(self, size=4):
         super().__init__()
-        self.size = np.broadcast_to(np.asarray(size), [2])
+        self.size = np.broadcast_to(np.asarray(size, dtype=np.float32), [2])
         self.proj = nn.Linear(2, 3)
 
     def forward(self, w):
