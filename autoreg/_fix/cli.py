@@ -51,7 +51,6 @@ from .analyse import Analysis, analyse
 from .collect import autoreg_keeps_complex
 from .edits import WrapModules
 from .plan import Plan, make_plan
-from .project import with_unloaded_subclasses, without_refused_bases
 
 if TYPE_CHECKING:
     from .codemod import Rewrite
@@ -63,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``autoreg fix`` as parsed into ``args``; return the exit status."""
     try:
         from .codemod import rewrite  # imports libcst
-        from .elsewhere import with_stores_elsewhere  # so does this
+        from .elsewhere import with_stores_elsewhere  # so do these
+        from .project import with_unloaded_subclasses, without_refused_bases
     except ImportError as error:
         if error.name is None or error.name.partition(".")[0] != "libcst":
             raise

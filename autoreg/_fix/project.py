@@ -23,9 +23,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-import libcst as cst
-import libcst.matchers as m
-
 from .._messages.fix import (
     FIX_CLASS_LEVEL,
     FIX_HAND_INIT_SUBCLASS_BELOW,
@@ -38,15 +35,17 @@ from .._messages.fix import (
     FIX_SETTER_SETATTR,
 )
 from .edits import HandEdit, MakeAutoreg
-from .source import mangle, probes
 from .strays import Kind, Site, Stray
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from .plan import Plan
 
 __all__ = [
     "ProjectSource",
     "function_stores",
+    "mangle",
     "with_unloaded_subclasses",
     "without_refused_bases",
 ]
@@ -139,7 +138,7 @@ class ProjectSource:
         self._modules: dict[str, list[str]] = {}  # a dotted name a file may be imported by -> files
         self._parsed: dict[str, _Parsed] = {}  # by file, once parsed
         self._resolved: dict[int, list[_Class]] = {}  # a class statement's bases, by its id
-        self._trees: dict[str, cst.Module] = {}  # by file, once asked about probes
+        self._trees: dict[str, cst.Module] = {}  # by file, once asked about probes (LibCST)
         self._every: dict[str, bytes] | None = None  # every file, class statements or not
 
     def subclass_storing(
@@ -233,7 +232,13 @@ class ProjectSource:
     ) -> str:
         """As ``subclass_storing``, for a class statement that asks whether ``attribute`` exists
         (``source.probes``: ``hasattr(self, "last")``; of a class ``type()`` makes, anywhere in its
-        file); ``""`` if none."""
+        file); ``""`` if none. (LibCST is imported here, as in ``codemod``: ``collect``, which
+        imports this module, runs where it is not installed.)"""
+        import libcst as cst
+        import libcst.matchers as m
+
+        from .source import probes
+
         for filename, node, _, _ in self._derived(classes, skip):
             if filename not in self._trees:
                 try:
@@ -837,3 +842,13 @@ def function_stores(
         ):
             return True
     return False
+
+
+def mangle(name: str, owner: str) -> str:
+    """The attribute ``name`` is when spelled ``self.<name>`` in the body of the class ``owner``:
+    Python makes ``__x`` (not ``__x__``) ``_Owner__x``, the class name stripped of its leading
+    underscores (a string, as ``setattr``'s, is never mangled)."""
+    stripped = owner.lstrip("_")
+    if name.startswith("__") and not name.endswith("__") and stripped:
+        return f"_{stripped}{name}"
+    return name

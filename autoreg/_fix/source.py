@@ -13,6 +13,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .project import mangle
+
 __all__ = [
     "Index",
     "Statement",
@@ -20,7 +22,6 @@ __all__ = [
     "before_init",
     "dotted",
     "is_self_attribute",
-    "mangle",
     "probes",
     "self_name_of",
     "super_init",
@@ -228,19 +229,9 @@ class Index(cst.CSTVisitor):
         return (torch, False) if torch else ("torch.nn", True)
 
 
-def mangle(name: str, owner: str) -> str:
-    """The attribute ``name`` is when spelled ``self.<name>`` in the body of the class ``owner``:
-    Python makes ``__x`` (not ``__x__``) ``_Owner__x``, the class name stripped of its leading
-    underscores (a string, as ``setattr``'s, is never mangled)."""
-    stripped = owner.lstrip("_")
-    if name.startswith("__") and not name.endswith("__") and stripped:
-        return f"_{stripped}{name}"
-    return name
-
-
 def is_self_attribute(node: cst.BaseExpression, self_name: str, attribute: str, owner: str) -> bool:
     """Whether ``node``, in the class ``owner``, is ``<self_name>.<attribute>`` (``self.__x`` is
-    ``_Owner__x``: ``mangle``)."""
+    ``_Owner__x``: ``project.mangle``)."""
     return (
         isinstance(node, cst.Attribute)
         and m.matches(node.value, m.Name(self_name))
