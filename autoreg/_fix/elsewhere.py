@@ -85,7 +85,7 @@ def with_stores_elsewhere(
     files = _Files(root, excluded)
     found = []
     for stray in strays:
-        if stray.kind is Kind.TENSOR:
+        if stray.kind is Kind.TENSOR and not stray.subclass:  # (a subclass's store lists it)
             refused = _refused(stray, source, files, root)
             if refused is not None:
                 reason, edit = refused
