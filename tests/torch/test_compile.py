@@ -185,6 +185,29 @@ def _run_compiled(
     return outputs, int(counter.frame_count)
 
 
+def _frames(
+    module: nn.Module,
+    calls: int,
+    between: Callable[[int], object] = lambda step: None,
+    *,
+    backend: str = "eager",
+    fullgraph: bool = True,
+    eager_first: bool = False,
+) -> int:
+    """How many frames dynamo compiles (from a reset) for ``calls`` compiled calls of ``module``
+    on ``ones(2, 3)``, running ``between(step)`` eagerly after each; with ``eager_first``, the
+    module runs eagerly once after it is compiled and before its first compiled call."""
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend(backend)
+    compiled = torch.compile(module, backend=counter, fullgraph=fullgraph)
+    if eager_first:
+        module(torch.ones(2, 3))
+    for step in range(calls):
+        compiled(torch.ones(2, 3))
+        between(step)
+    return int(counter.frame_count)
+
+
 BACKENDS = pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 # Property 8: compile counts equal the twin's whether or not the module ran eagerly before (a
 # first eager call sets what compiled code would otherwise set on its first call).
@@ -481,16 +504,10 @@ def test_property_8_compile_counts_equal_the_twins_whatever_is_stored(
     write inside the compiled forward is the framework's, never refused."""
 
     def frames(module: nn.Module) -> int:
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
-        compiled = torch.compile(module, backend=counter, fullgraph=True)
-        x = torch.ones(2, 3)
-        if eager_first:
-            module(x)  # the state exists before compiling
-        for i in range(12):
-            compiled(x)
-            setattr(module, f"extra{i}", torch.zeros(1))  # stored eagerly after compiling
-        return int(counter.frame_count)
+        def store(step: int) -> None:
+            setattr(module, f"extra{step}", torch.zeros(1))  # stored eagerly after compiling
+
+        return _frames(module, 12, store, eager_first=eager_first)  # eager: the state exists
 
     torch.manual_seed(0)
     auto = auto_cls()
@@ -534,17 +551,11 @@ def test_a_state_reset_to_none_between_compiled_calls_recompiles_nothing(
     eager call: the None took the carried mark away, and dynamo guarded on the mark it read."""
 
     def frames(module: nn.Module) -> int:
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend(backend)
-        compiled = torch.compile(module, backend=counter, fullgraph=True)
-        x = torch.ones(2, 3)
-        if eager_first:
-            module(x)
-        for _ in range(3):
-            compiled(x)
-            compiled(x)
-            module.h = None  # the state reset between sequences
-        return int(counter.frame_count)
+        def reset(step: int) -> None:
+            if step % 2:  # two calls a sequence, then the state reset between sequences
+                module.h = None
+
+        return _frames(module, 6, reset, backend=backend, eager_first=eager_first)
 
     torch.manual_seed(0)
     auto = auto_cls()
@@ -645,16 +656,14 @@ def test_a_carried_name_deleted_then_stored_in_a_compiled_forward_compiles_as_th
     three names carried between calls; the recompile limit with twelve)."""
 
     def frames(cls: Callable[[], nn.Module]) -> int:
-        torch._dynamo.reset()
         module = cls()
         module.h = torch.zeros(2, 3)
-        counter = CompileCounterWithBackend("eager")
-        compiled = torch.compile(module, backend=counter)
-        for step in range(5):
-            compiled(torch.ones(2, 3))
+
+        def carry(step: int) -> None:
             if step < eager_names:
                 setattr(module, f"seen{step}", torch.zeros(1))  # carried, eagerly
-        return int(counter.frame_count)
+
+        return _frames(module, 5, carry, fullgraph=False)
 
     assert (frames(AutoReplacing), frames(TwinReplacing)) == (1, 1)
     module = AutoReplacing()
@@ -694,15 +703,8 @@ def test_a_carried_name_given_a_plain_value_in_a_compiled_forward_breaks_no_grap
     ``fullgraph=True``)."""
 
     def frames(cls: Callable[[], nn.Module]) -> int:
-        torch._dynamo.reset()
         torch.manual_seed(0)
-        module = cls()
-        module(torch.ones(2, 3))  # eagerly: mem is carried
-        counter = CompileCounterWithBackend("eager")
-        compiled = torch.compile(module, backend=counter, fullgraph=True)
-        for _ in range(3):
-            compiled(torch.ones(2, 3))
-        return int(counter.frame_count)
+        return _frames(cls(), 3, eager_first=True)  # eagerly first: mem is carried
 
     assert (frames(AutoResetting), frames(TwinResetting)) == (1, 1)
     module = AutoResetting()
@@ -895,16 +897,14 @@ def test_state_deleted_eagerly_between_compiled_calls_that_only_store_it_recompi
     between sequences): the twin compiles once; autoreg twice (measured on torch 2.13)."""
 
     def frames(cls: Callable[[], nn.Module]) -> int:
-        torch._dynamo.reset()
         model = _blocks_under(root, cls)
-        counter = CompileCounterWithBackend("eager")
-        compiled = torch.compile(model, backend=counter, fullgraph=True)
-        for _ in range(3):
-            compiled(torch.ones(2, 3))
+
+        def free(step: int) -> None:
             for block in model.modules():
                 if "h" in vars(block):
                     del block.h
-        return int(counter.frame_count)
+
+        return _frames(model, 3, free)
 
     assert frames(AutoNewName) == frames(MovingTwinNewName)
 
