@@ -57,7 +57,7 @@ from .._messages.fix import (
     FIX_THROUGH_OTHER,
     FIX_THROUGH_UNKNOWN,
 )
-from .project import ProjectSource
+from .project import ProjectSource, _Class, classes_of
 from .source import Index, Statement, dotted, literal, self_name_of
 from .stores import (
     construction_methods,
@@ -138,9 +138,10 @@ def _refused(
                 return _reason(store, root, _other(*other)), through
             for parameter in passed_parameters(store.value, store.function, torch_names):
                 passing.append((filename, store.function, parameter, _TAKES))
-    names = [c.qualname.rpartition(".")[2] for c in stray.classes]
-    homes = {os.path.realpath(c.filename) for c in stray.classes if c.filename is not None}
-    for filename, _ in source.naming(names):  # what the run did not make, in code naming them
+    classes = classes_of(stray)
+    names = [name for _, name in classes]
+    homes = {filename for filename, _ in classes if filename is not None}
+    for filename, _ in source.naming(classes):  # what the run did not make, in code naming them
         index = files.get(filename)
         if index is None or (
             os.path.realpath(filename) not in homes and all(n in index.named for n in names)
@@ -161,7 +162,7 @@ def _refused(
                     return _reason(store, root, FIX_THROUGH_UNKNOWN), through
     passing += _own_passing(stray, files)
     for filename, function, parameter, takes in passing:
-        found = _passes(source, files, names, filename, function, parameter, takes, attribute)
+        found = _passes(source, files, classes, filename, function, parameter, takes, attribute)
         if found is not None:
             where, line, value = found
             text = {"parameter": parameter, "function": function.name.value, "value": value}
@@ -197,7 +198,7 @@ def _own_passing(
 def _passes(
     source: ProjectSource,
     files: _Files,
-    classes: list[str],
+    classes: Sequence[_Class],
     filename: str,
     function: cst.FunctionDef,
     parameter: str,
@@ -220,7 +221,7 @@ def _passes(
     shift = 1 if owner is not None and not static else 0
     position = positional.index(parameter) if parameter in positional else None
     keyword = parameter not in [p.name.value for p in params.posonly_params]
-    for other, _ in source.naming([*classes, name]):
+    for other, _ in source.naming(classes, [name]):
         index = files.get(other)
         if index is None:
             continue

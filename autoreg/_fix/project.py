@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ProjectSource",
+    "classes_of",
     "function_stores",
     "mangle",
     "with_unloaded_subclasses",
@@ -73,13 +74,7 @@ def with_unloaded_subclasses(
     found = []
     for stray in strays:
         if stray.kind is Kind.TENSOR:
-            classes = [
-                (
-                    os.path.realpath(c.filename) if c.filename else None,
-                    c.qualname.rpartition(".")[2],
-                )
-                for c in stray.classes
-            ]
+            classes = classes_of(stray)
             skip = [(c.filename, c.lineno) for c in stray.classes if c.filename is not None]
             if not stray.subclass:
                 subclass = source.subclass_storing(
@@ -104,6 +99,14 @@ def with_unloaded_subclasses(
                 )
         found.append(stray)
     return found
+
+
+def classes_of(stray: Stray) -> list[_Class]:
+    """The classes of ``stray`` as the project's searches know a class: its file and name."""
+    return [
+        (os.path.realpath(c.filename) if c.filename else None, c.qualname.rpartition(".")[2])
+        for c in stray.classes
+    ]
 
 
 def without_refused_bases(plan: Plan, root: str, excluded: Sequence[str]) -> None:
@@ -139,7 +142,6 @@ class ProjectSource:
         self._parsed: dict[str, _Parsed] = {}  # by file, once parsed
         self._resolved: dict[int, list[_Class]] = {}  # a class statement's bases, by its id
         self._trees: dict[str, cst.Module] = {}  # by file, once asked about probes (LibCST)
-        self._every: dict[str, bytes] | None = None  # every file, class statements or not
 
     def subclass_storing(
         self, classes: Sequence[_Class], attribute: str, skip: Sequence[tuple[str, int]]
@@ -276,23 +278,17 @@ class ProjectSource:
                 )
         return None
 
-    def naming(self, classes: Sequence[str]) -> list[tuple[str, bytes]]:
-        """Each file under the root (name, source) that names one of ``classes`` or a class
-        statement deriving from them, class statements or not: code that may build one, or be
-        handed one (``elsewhere``)."""
-        known: list[_Class] = [(None, name) for name in classes]  # by name: any of that name
-        names = set(classes) | {node.name for _, node, _, _ in self._derived(known, [])}
+    def naming(
+        self, classes: Sequence[_Class], words: Sequence[str] = ()
+    ) -> list[tuple[str, bytes]]:
+        """Each file under the root (its real path, its source) that names one of ``classes``, a
+        class statement deriving from them or one of ``words`` (a function's name), class
+        statements or not: code that may build one, or be handed one (``elsewhere``)."""
+        names = {name for _, name in classes} | set(words)
+        names |= {node.name for _, node, _, _ in self._derived(classes, [])}
         alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
         pattern = re.compile(rb"\b(?:" + alternatives + rb")\b")
-        if self._every is None:
-            self._every = {}
-            for filename in self._files():
-                try:
-                    with open(filename, "rb") as file:
-                        self._every[filename] = file.read()
-                except OSError:
-                    continue
-        return [(name, source) for name, source in self._every.items() if pattern.search(source)]
+        return [(name, source) for name, source in self._read().items() if pattern.search(source)]
 
     def _derived(
         self, classes: Sequence[_Class], skip: Sequence[tuple[str, int]]
