@@ -1900,22 +1900,56 @@ class Biased(autoreg.AutoRegisterMixin, Scaled):
 """
 
 
-def test_a_class_a_subclass_already_puts_the_mixin_before_is_listed_not_made_autoregs(
-    project: Project, capsys: pytest.CaptureFixture[str]
+# A registry one level down: a subclass's __init_subclass__ calls no super, so autoreg's would
+# not run for the classes deriving from it once Scaled is autoreg's.
+REGISTRY_BELOW = """\
+from .m import Scaled
+
+LAYERS = {}
+
+
+class Registered(Scaled):
+    def __init_subclass__(cls, **kwargs):
+        LAYERS[cls.__name__] = cls
+
+
+class Doubled(Registered):
+    def forward(self, x):
+        return 2 * super().forward(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("variants", "listed"),
+    [
+        pytest.param(
+            MIGRATED,
+            "its subclass Biased puts autoreg's mixin before it in its bases, an order Python "
+            "refuses once Scaled is autoreg's (TypeError: no consistent method resolution order)",
+            id="mixin-first-below",
+        ),
+        pytest.param(
+            REGISTRY_BELOW,
+            "its subclass Registered's __init_subclass__ does not call "
+            "super().__init_subclass__(): once Scaled is autoreg's, autoreg would not see the "
+            "subclasses of Registered, which would raise ClassDefinitionError when built",
+            id="init-subclass-below",
+        ),
+    ],
+)
+def test_a_class_a_subclass_of_yours_would_break_on_is_listed_not_made_autoregs(
+    project: Project, capsys: pytest.CaptureFixture[str], variants: str, listed: str
 ) -> None:
-    """Before: Scaled became autoreg.Module, and importing the subclass's module raised
-    TypeError (Cannot create a consistent method resolution order)."""
+    """Before, Scaled became autoreg.Module, and then: a subclass that already puts the mixin
+    first no longer imported (TypeError: Cannot create a consistent method resolution order);
+    one whose __init_subclass__ calls no super hid its own subclasses, and building Doubled
+    raised ClassDefinitionError (autoreg never saw its class statement)."""
     project.write("m", SCALED)
-    project.write("variants", MIGRATED)
+    project.write("variants", variants)
     status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
     assert status == 1
     assert project.read("m") == SCALED
-    assert (
-        f"{project.name}/m.py:5: Scaled: its subclass Biased puts autoreg's mixin before "
-        "it in its bases, an order Python refuses once Scaled is autoreg's (TypeError: no "
-        "consistent method resolution order)"
-    ) in err
-    project.load("variants")  # still imports
+    assert f"{project.name}/m.py:5: Scaled: {listed}" in err
 
 
 # Subclasses, in a file the factory may or may not import, that make hasattr(self, "scale")
@@ -2018,43 +2052,6 @@ def test_a_decorated_class_is_named_as_the_audit_names_it(
     assert status == 1
     assert f"{project.name}/m.py:18: Input.size: " in err
     assert "Decorator" not in err
-
-
-# A registry one level down: a subclass's __init_subclass__ calls no super, so autoreg's would
-# not run for the classes deriving from it once Scaled is autoreg's.
-REGISTRY_BELOW = """\
-from .m import Scaled
-
-LAYERS = {}
-
-
-class Registered(Scaled):
-    def __init_subclass__(cls, **kwargs):
-        LAYERS[cls.__name__] = cls
-
-
-class Doubled(Registered):
-    def forward(self, x):
-        return 2 * super().forward(x)
-"""
-
-
-def test_a_class_whose_subclass_hides_its_own_subclasses_from_autoreg_is_listed(
-    project: Project, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Before: Scaled became autoreg.Module, and building Doubled raised ClassDefinitionError
-    (autoreg never saw its class statement)."""
-    project.write("m", SCALED)
-    project.write("variants", REGISTRY_BELOW)
-    status, _, err = project.fix(capsys, f"{project.name}.m:build", "--write")
-    assert status == 1
-    assert project.read("m") == SCALED
-    assert (
-        f"{project.name}/m.py:5: Scaled: its subclass Registered's __init_subclass__ does not "
-        "call super().__init_subclass__(): once Scaled is autoreg's, autoreg would not see the "
-        "subclasses of Registered, which would raise ClassDefinitionError when built"
-    ) in err
-    project.load("variants").Doubled()  # still builds
 
 
 # Another file's own class of the same name, migrated in place there: its ``Scaled`` base is that
