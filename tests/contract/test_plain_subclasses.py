@@ -6,13 +6,14 @@ class itself stays its own: what it defines under a name, its mode and persisten
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 
 import pytest
 import torch
 from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
-from torch.nn.utils import parametrize
+from torch.nn.utils import parametrize, prune
 
 import autoreg
 from tests.support import role
@@ -61,6 +62,87 @@ def test_a_subclass_with_keywords_keeps_its_own_persistence(persistent: bool) ->
     module = cls()
     assert role(module, "mask") == ("persistent buffer" if persistent else "non-persistent buffer")
     assert role(module, "table") == "persistent buffer"  # the base's declaration
+
+
+def test_a_plain_subclass_with_a_mode_keyword_has_its_own_mode_and_its_subclasses_take_it() -> None:
+    """``class Loud(Base, warn=True): pass`` declares nothing but its mode: it warns, and so does
+    a plain subclass of it, where the base stays silent."""
+    Base()  # the base's decisions are made
+    loud = type("Loud", (Base,), {"__module__": __name__}, warn=True)
+    quieter = type("Quieter", (loud,), {"__module__": __name__})
+    for cls in (loud, quieter):
+        with pytest.warns(autoreg.AutoRegisterWarning, match="mask"):
+            cls()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Base()
+
+
+class Framework(nn.Module):
+    """A framework base that stores its own state at run time (row 4: the framework's)."""
+
+    def step(self) -> None:
+        self.statistic = torch.zeros(1)
+
+
+class OnFramework(autoreg.AutoRegisterMixin, Framework):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.h = x * 2
+        return x
+
+
+def test_a_plain_subclass_overriding_setattr_keeps_row_4_past_its_override() -> None:
+    """Its ``__setattr__`` override is one more frame between an assignment and the mixin: the
+    framework's store stays the framework's (the twin's plain attribute), the model's is
+    carried."""
+    OnFramework()(torch.ones(1))  # the base's record has decided both kinds
+
+    class Logged(OnFramework):
+        seen: list[str] = []
+
+        def __setattr__(self, name: str, value: object) -> None:
+            self.seen.append(name)
+            super().__setattr__(name, value)
+
+    module = Logged()
+    module.step()
+    module(torch.ones(1))
+    assert role(module, "statistic") == "plain"
+    assert role(module, "h") == "carried"
+    assert {"statistic", "h"} <= set(Logged.seen)
+
+
+class MaskedLinear(autoreg.AutoRegisterMixin, nn.Linear):
+    pass
+
+
+def test_a_plain_subclass_overriding_setattr_keeps_prunes_first_write_its_own() -> None:
+    """prune's first write of the derived weight, through the subclass's override, is told by
+    prune's code past that override: a plain attribute (row 6), as on the twin, not carried."""
+    MaskedLinear(2, 2)
+
+    class Logged(MaskedLinear):
+        def __setattr__(self, name: str, value: object) -> None:
+            super().__setattr__(name, value)
+
+    module = Logged(2, 2)
+    prune.random_unstructured(module, "weight", amount=0.5)
+    assert role(module, "weight") == "plain"
+    assert "weight" not in vars(module).get("_autoreg_carrying", {})
+
+
+def test_a_property_torch_adds_to_a_parametrized_class_after_its_statement_is_its_own() -> None:
+    """torch adds the parametrized name's property to the class it made, after making it: the
+    class's live namespace is read, so a tensor assigned under the name goes to the property's
+    setter (the parametrization's ``right_inverse``), as on the twin, never into a buffer."""
+    module = Base()
+    module.weight = nn.Parameter(torch.ones(2))
+    parametrize.register_parametrization(module, "weight", Double())
+    module.weight = torch.full((2,), 4.0)  # the setter: right_inverse (x / 2) sets the original
+    assert role(module, "weight") == "absent"
+    assert "weight" not in vars(module).get("_autoreg_carrying", {})
+    assert torch.equal(module.parametrizations.weight.original, torch.full((2,), 2.0))
+    assert torch.equal(module.weight, torch.full((2,), 4.0))
 
 
 def test_a_subclass_with_annotations_reads_its_own() -> None:
