@@ -64,6 +64,7 @@ from ._facts import is_compiling as _is_compiling
 from ._paths import TORCH_DIR
 from ._record import (
     CACHE_LIMIT,
+    KEYWORDS,
     ClassRecord,
     create_record,
     plain_subclass_of,
@@ -92,6 +93,7 @@ _TENSOR: Final = torch.Tensor
 # What a copy never takes from the state it is made from: a copy is not being built.
 _CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
 _NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
+_NO_KEYWORDS: Final = dict.fromkeys(KEYWORDS)  # a class statement that sets none
 
 
 if TYPE_CHECKING:
@@ -161,6 +163,17 @@ class AutoRegisterMixin(_MixinBase):
         else:
             if record.cls is not cls:  # a base's __init_subclass__ hid the class from autoreg
                 raise unseen_class(cls)
+            if name == "__class__" and isinstance(value, type):
+                # A class under a name no registry can hold: where nn.Module.__setattr__ ends for
+                # it, or a base's override as ever (anything else takes the path below, as
+                # nn.Module's takes it). torch's parametrizations swap an instance's class twice
+                # per register/remove round.
+                if record.direct:
+                    object.__setattr__(self, name, value)
+                else:
+                    class_setattr: Any = record.setattr_next.__setattr__
+                    class_setattr(self, name, value)
+                return
             key = record.role_keys.get(name)
             if key is None:
                 key = role_key(name)
@@ -314,7 +327,7 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
-    if all(value is None for value in keywords.values()):
+    if keywords == _NO_KEYWORDS:
         parent = plain_subclass_of(cls)
         if parent is not None:  # torch's parametrizations make one such class per instance
             record = create_record(cls, AutoRegisterMixin, {}, parent)

@@ -88,13 +88,12 @@ class ClassRecord:
         cls: type,
         mixin: type,
         own: dict[str, bool],
-        parent: ClassRecord | None = None,
         namespace: Mapping[str, Any] | None = None,
     ) -> None:
-        """``parent``: the record of the one base of ``cls``, when ``cls`` declares nothing of its
-        own (``plain_subclass_of``; torch's parametrizations make such a class per instance):
-        the record starts from it. ``namespace``: the globals its class statement ran in, where
-        its string annotations resolve (``_declarations.defining_namespace``)."""
+        """The record of ``cls``, read from the class and its MRO (a plain subclass's is derived
+        from its base's: ``subclass``). ``own``: the keywords its class statement set itself;
+        ``namespace``: the globals the statement ran in, where its string annotations resolve
+        (``_declarations.defining_namespace``)."""
         self.cls = cls
         self.mixin = mixin
         self.namespace = namespace
@@ -102,46 +101,22 @@ class ClassRecord:
         # by mixin (``__reduce__``); their own modules may not be the ones they were written in.
         self.shipped: Mapping[type, Mapping[str, Any]] = {}
         self.own = own  # the keywords this class statement set itself
-        self.persistent: bool
-        self.stated: tuple[Mode, str]  # the mode the class statements ask for, and why
-        if parent is not None and not own:  # the keywords are its base's
-            self.persistent = parent.persistent
-            self.stated = parent.stated
-        else:
-            self.persistent = bool(_nearest(cls, own, "persistent")[0])
-            self.stated = _resolve_mode(cls, own)
-        self.mode, self.strict_by = self.stated
-        # AUTOREG_MODE overrides every class; a bad value fails the user's class statement, not
-        # ``import autoreg`` (which creates autoreg.Module).
-        own_class = cls.__module__.partition(".")[0] == "autoreg"
-        environment = _environment_or_none() if own_class else environment_mode()
-        if environment is not None:
-            self.mode = environment
-            self.strict_by = "AUTOREG_MODE=strict"
-        self.loud = self.mode is not Mode.REGISTER  # strict and warn mode act on concerns
+        self.persistent = bool(_nearest(cls, own, "persistent")[0])
+        self.stated: tuple[Mode, str] = _resolve_mode(cls, own)  # what the statements ask for,
+        self._take_mode()  # and why; then the mode, AUTOREG_MODE's where set
         mro = cls.__mro__
         # The namespaces instance lookup searches, in order: live views, never stale; and the
         # same in plain dicts, as the class was created: what a compiled forward reads (dynamo
-        # before torch 2.9 cannot trace a lookup in a class's __dict__) - one dict for the MRO,
-        # and before the base's a dict of its own for a plain subclass (a copy of 100 entries
-        # and more per class otherwise).
-        self.namespaces: tuple[Mapping[str, Any], ...]
-        self.snapshot: tuple[dict[str, Any], ...]
-        self.apply_next: type  # the next _apply and __setattr__ in the MRO (nn.Module's, or a
-        self.setattr_next: type  # base's override)
-        if parent is not None:  # its MRO is the base's, after the class itself
-            self.namespaces = (cls.__dict__, *parent.namespaces)
-            self.snapshot = (cls.__dict__.copy(), *parent.snapshot)
-            self.apply_next = parent.apply_next
-            self.setattr_next = parent.setattr_next
-        else:
-            self.namespaces = tuple(k.__dict__ for k in mro)
-            self.snapshot = (
-                {name: value for k in reversed(mro) for name, value in k.__dict__.items()},
-            )
-            after = mro[mro.index(mixin) + 1 :]
-            self.apply_next = next(k for k in after if "_apply" in k.__dict__)
-            self.setattr_next = next(k for k in after if "__setattr__" in k.__dict__)
+        # before torch 2.9 cannot trace a lookup in a class's __dict__) - one dict for the MRO
+        # (a plain subclass puts a dict of its own before its base's: ``subclass``).
+        self.namespaces: tuple[Mapping[str, Any], ...] = tuple(k.__dict__ for k in mro)
+        self.snapshot: tuple[dict[str, Any], ...] = (
+            {name: value for k in reversed(mro) for name, value in k.__dict__.items()},
+        )
+        # The next _apply and __setattr__ in the MRO (nn.Module's, or a base's override).
+        after = mro[mro.index(mixin) + 1 :]
+        self.apply_next: type = next(k for k in after if "_apply" in k.__dict__)
+        self.setattr_next: type = next(k for k in after if "__setattr__" in k.__dict__)
         # Whether nn.Module.__setattr__ is the one after the mixin: then the mixin may take its
         # path for a value itself (register_buffer is checked live, see _execute.register).
         self.direct = self.setattr_next is nn.Module
@@ -150,16 +125,90 @@ class ClassRecord:
         # the classes that use autoreg and the plain mixins listed before the mixin. nn.Module,
         # object and autoreg's own classes are neither. A plain subclass adds itself to its
         # base's model classes (it uses autoreg).
-        if parent is not None:
-            self.framework_classes: frozenset[type] = parent.framework_classes
-            self.model_classes: frozenset[type] = parent.model_classes | {cls}
-        else:
-            framework = _framework_classes(cls, mixin)
-            self.framework_classes = frozenset(framework)
-            self.model_classes = frozenset(
-                k for k in mro if k not in framework and k not in (nn.Module, object, mixin)
-            )
+        framework = _framework_classes(cls, mixin)
+        self.framework_classes = frozenset(framework)
+        self.model_classes = frozenset(
+            k for k in mro if k not in framework and k not in (nn.Module, object, mixin)
+        )
         self.attributes = bool(self.framework_classes)  # only then is there anything to attribute
+        # The code of the __setattr__ overrides of the class's MRO, decorated or not: the frames
+        # between an assignment and the mixin's __setattr__ that tell nothing about whose it is
+        # (_facts._assigner, the mixin's walk). Read again by ``finalize``; a plain subclass
+        # without an override of its own shares its base's (replaced, never changed in place).
+        self.setattr_codes = read_setattr_codes(mro)
+        # Read now, so that no first read happens inside a compiled forward, and read again when
+        # the class is first instantiated (``finalize``); a plain subclass has its base's.
+        self.declarations = read_declarations(cls, _declares, self.globals_of)
+        self.final = False
+        # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
+        # typed loosely, so that this module imports neither, which both read). Cleared only by
+        # ``finalize``, which a final record never runs again.
+        self.decisions: dict[tuple[Any, ...], Any] = {}
+        # name -> _state.role_key(name), for eager assignments: built once per class and name, so
+        # that an assignment looks its role up without building and hashing a new string.
+        self.role_keys: dict[str, str] = {}
+        self._start_caches()
+
+    def subclass(
+        self, cls: type, own: dict[str, bool], namespace: Mapping[str, Any] | None = None
+    ) -> ClassRecord:
+        """The record of ``cls``, a subclass of this record's class that adds nothing autoreg
+        reads (``plain_subclass_of``) but maybe class keywords (``own``; ``namespace`` as for
+        ``__init__``): this record's, but for the class itself. torch's parametrizations make
+        such a class per instance, each gone with its parametrization: its cost is theirs, so
+        it reads nothing ``__init__`` has read."""
+        record: ClassRecord = object.__new__(ClassRecord)
+        record.cls = cls
+        record.mixin = self.mixin
+        record.namespace = namespace
+        record.shipped = {}
+        record.own = own
+        if own:
+            record.persistent = bool(_nearest(cls, own, "persistent")[0])
+            record.stated = _resolve_mode(cls, own)
+        else:
+            record.persistent = self.persistent
+            record.stated = self.stated
+        record._take_mode()
+        # Its MRO is the base's, after the class itself.
+        record.namespaces = (cls.__dict__, *self.namespaces)
+        record.snapshot = (cls.__dict__.copy(), *self.snapshot)
+        record.apply_next = self.apply_next
+        record.setattr_next = self.setattr_next
+        record.direct = self.direct
+        record.framework_classes = self.framework_classes
+        record.model_classes = self.model_classes | {cls}
+        record.attributes = self.attributes
+        if "__setattr__" in cls.__dict__:
+            record.setattr_codes = {**self.setattr_codes, **read_setattr_codes((cls,))}
+        else:
+            record.setattr_codes = self.setattr_codes
+        record.declarations = self.declarations  # replaced, never changed in place
+        record.final = self.final
+        # classify reads the declarations and the persistence: where they are the base's, so
+        # are its decisions (a situation holds what the class defines under the name); then they
+        # are one dict, shared, so that what one parametrized class of torch's learnt the next
+        # one finds.
+        shared = self.final and self.persistent == record.persistent
+        record.decisions = self.decisions if shared else {}
+        record.role_keys = self.role_keys
+        record._start_caches()
+        return record
+
+    def _take_mode(self) -> None:
+        """The mode: the one the class statements ask for, unless ``AUTOREG_MODE`` overrides
+        every class; a bad value fails the user's class statement, not ``import autoreg``
+        (which creates autoreg.Module)."""
+        self.mode, self.strict_by = self.stated
+        own_class = self.cls.__module__.partition(".")[0] == "autoreg"
+        environment = _environment_or_none() if own_class else environment_mode()
+        if environment is not None:
+            self.mode = environment
+            self.strict_by = "AUTOREG_MODE=strict"
+        self.loud = self.mode is not Mode.REGISTER  # strict and warn mode act on concerns
+
+    def _start_caches(self) -> None:
+        """What the class learns as its instances are used, empty at first."""
         # Read by _attribution.judge_codes when row 4 is first asked for the class: id(code
         # object) -> (the code object, FRAMEWORK / MODEL / PASS / ambiguous), the code objects of
         # the functions of the classes above (keyed by id: hashing a code object hashes its
@@ -172,38 +221,6 @@ class ClassRecord:
         # name -> why it cannot hold a buffer (_facts.slot_kind), read when an instance first
         # assigns it: what the class defines under a name is a fact about the class.
         self.slots: dict[str, str | None] = {}
-        # The code of the __setattr__ overrides of the class's MRO, decorated or not: the frames
-        # between an assignment and the mixin's __setattr__ that tell nothing about whose it is
-        # (_facts._assigner, the mixin's walk). Read again by ``finalize``; a plain subclass
-        # without an override of its own shares its base's (replaced, never changed in place).
-        self.setattr_codes: dict[int, types.CodeType]
-        if parent is None:
-            self.setattr_codes = read_setattr_codes(mro)
-        elif "__setattr__" in cls.__dict__:
-            self.setattr_codes = {**parent.setattr_codes, **read_setattr_codes((cls,))}
-        else:
-            self.setattr_codes = parent.setattr_codes
-        # Read now, so that no first read happens inside a compiled forward, and read again when
-        # the class is first instantiated (``finalize``); a plain subclass has its base's.
-        if parent is None:
-            self.declarations = read_declarations(cls, _declares, self.globals_of)
-            self.final = False
-        else:
-            self.declarations = parent.declarations  # replaced, never changed in place
-            self.final = parent.final
-        # _contract.classify's decisions by situation (_facts.Situation -> _contract.Decision:
-        # typed loosely, so that this module imports neither, which both read). classify reads
-        # the declarations and the persistence: where they are the base's, so are its decisions
-        # (a situation holds what the class defines under the name): then they are one dict,
-        # shared, so that what one parametrized class of torch's learnt (a class per instance,
-        # each gone with its parametrization) the next one finds. Cleared only by ``finalize``,
-        # which a final record never runs again.
-        self.decisions: dict[tuple[Any, ...], Any] = {}
-        if parent is not None and parent.persistent == self.persistent and self.final:
-            self.decisions = parent.decisions
-        # name -> _state.role_key(name), for eager assignments: built once per class and name, so
-        # that an assignment looks its role up without building and hashing a new string.
-        self.role_keys: dict[str, str] = parent.role_keys if parent is not None else {}
         self.warned: set[tuple[str, str]] = set()
 
     def globals_of(self, klass: type) -> Mapping[str, Any] | None:
@@ -257,7 +274,7 @@ def record_for_copy(
     """The record of ``cls``, made again by pickle while its namespace is not there yet (see
     ``ClassRecord.__reduce__``): not final, so that it reads the class at its first instance.
     Pickles name it: it keeps this name and place."""
-    record = ClassRecord(cls, mixin, own, None, names)
+    record = ClassRecord(cls, mixin, own, names)
     record.shipped = mixins
     return record
 
@@ -327,7 +344,9 @@ def create_record(
         if own.get("strict") and own.get("warn"):
             raise ClassDefinitionError(STRICT_AND_WARN.format(cls=name))
     try:
-        return ClassRecord(cls, mixin, own, parent, namespace)
+        if parent is not None:
+            return parent.subclass(cls, own, namespace)
+        return ClassRecord(cls, mixin, own, namespace)
     except ConfigurationError as error:
         # A bad AUTOREG_MODE: the traceback goes from the user's class statement to this line.
         raise error.with_traceback(None) from None
