@@ -53,6 +53,7 @@ from ._record import CACHE_LIMIT, ClassRecord
 from ._state import BUFFER, FRAMEWORK
 
 __all__ = [
+    "EXPLICIT_ROW",
     "HAND_OVER",
     "REGISTER",
     "REGISTERED",
@@ -100,7 +101,7 @@ class Decision(NamedTuple):
 
 
 # The decisions there are, made once: classify returns one of these.
-_EXPLICIT: Final = Decision(1, HAND_OVER)
+EXPLICIT_ROW: Final = Decision(1, HAND_OVER)  # _mixin replays it for a new submodule
 _RELEASE: Final = Decision(2, RELEASE)
 REGISTERED: Final = Decision(3, STORE)  # _mixin replays it past a base's __setattr__
 _FRAMEWORK: Final = Decision(4, STORE)
@@ -127,7 +128,7 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
     class. Pure: the same record and situation always give the same decision."""
     name, kind, role, registry, constructing, slot, derived = s
     if kind is EXPLICIT:
-        return _EXPLICIT
+        return EXPLICIT_ROW
     if role == BUFFER and registry is BUFFERS and kind in _REFUSED_BY_BUFFERS:
         return _RELEASE
     if registry is not None and registry is not UNBUILT:

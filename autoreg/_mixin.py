@@ -45,12 +45,13 @@ from torch import nn
 
 from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
-from ._contract import REGISTER, REGISTERED, STORE, Decision, decide
+from ._contract import EXPLICIT_ROW, REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration, defining_namespace
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import (
     BUFFERS,
+    EXPLICIT,
     RUNTIME_KINDS,
     TENSOR,
     TORCH_ASSIGNS,
@@ -89,6 +90,7 @@ from ._state import (
 
 __all__ = ["AutoRegisterMixin", "Module"]
 _TENSOR: Final = torch.Tensor
+_MODULE: Final = nn.Module
 
 # What a copy never takes from the state it is made from: a copy is not being built.
 _CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
@@ -198,6 +200,19 @@ class AutoRegisterMixin(_MixinBase):
                     base_setattr: Any = record.setattr_next.__setattr__
                     base_setattr(self, name, value)
                 return
+            if role is None and issubclass(type(value), _MODULE):  # (its type only, as kind_of)
+                parameters = d.get("_parameters")
+                if (
+                    parameters is not None
+                    and name not in parameters
+                    and name not in (buffers or ())
+                    and name not in d.get("_modules", ())
+                ):
+                    # A module under a new name (every submodule a constructor adds): row 1
+                    # whatever else (classify's answer, tested), the facts read here.
+                    s = (name, EXPLICIT, None, None, False, None, False)
+                    execute(self, record, s, value, EXPLICIT_ROW)
+                    return
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if (
                 role is None

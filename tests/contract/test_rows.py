@@ -11,8 +11,8 @@ from torch import nn
 
 import autoreg
 from autoreg import _mixin
-from autoreg._contract import REGISTERED, classify
-from autoreg._facts import BUFFERS, TENSOR, situation
+from autoreg._contract import EXPLICIT_ROW, REGISTERED, classify
+from autoreg._facts import BUFFERS, EXPLICIT, TENSOR, situation
 from autoreg._record import record_of
 from autoreg._state import BUFFER, CARRIED, CONSTRUCTING, FRAMEWORK, MODEL, Building, role_key
 
@@ -122,3 +122,30 @@ def test_a_plain_tensor_over_a_buffer_is_row_3_whatever_the_names_role(role: str
     s = situation(record, module.__dict__, "auto", torch.ones(2), role, False)
     assert s == ("auto", TENSOR, role, BUFFERS, False, None, False)
     assert classify(record, s) is REGISTERED
+
+
+@pytest.mark.parametrize("constructing", [True, False], ids=["constructing", "built"])
+@pytest.mark.parametrize("framework", [True, False], ids=["framework base", "autoreg.Module"])
+def test_a_module_under_a_new_name_is_row_1_whatever_else(
+    constructing: bool, framework: bool
+) -> None:
+    """``__setattr__`` takes this decision without asking ``classify`` (every submodule a
+    constructor adds): it must be ``classify``'s, built or not, on any class, and what it does
+    nn.Module's."""
+    module: nn.Module = OnLinear(1, 1) if framework else Subject()
+    d = module.__dict__
+    if constructing:
+        d[CONSTRUCTING] = Building(d)
+    record = record_of(module)
+    s = situation(record, d, "child", nn.Identity(), None, False)
+    assert s == ("child", EXPLICIT, None, None, constructing, None, False)
+    assert classify(record, s) is EXPLICIT_ROW
+    child = nn.Identity()
+    module.child = child
+    assert module._modules["child"] is child
+    assert "child" not in d
+    assert role_key("child") not in d
+
+
+class OnLinear(autoreg.AutoRegisterMixin, nn.Linear):
+    pass
