@@ -203,7 +203,8 @@ class AutoRegisterMixin(_MixinBase):
             if role is None and issubclass(type(value), _MODULE):  # (its type only, as kind_of)
                 parameters = d.get("_parameters")
                 if (
-                    parameters is not None
+                    record.final  # else the path below, which finalizes the class first
+                    and parameters is not None
                     and name not in parameters
                     and name not in (buffers or ())
                     and name not in d.get("_modules", ())
