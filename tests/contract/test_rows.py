@@ -147,5 +147,20 @@ def test_a_module_under_a_new_name_is_row_1_whatever_else(
     assert role_key("child") not in d
 
 
+@pytest.mark.parametrize("framework", [True, False], ids=["framework base", "autoreg.Module"])
+def test_a_class_assigned_to_dunder_class_is_row_12(framework: bool) -> None:
+    """``__setattr__`` stores a class under ``__class__`` without asking ``classify`` (torch's
+    parametrizations swap the class of the instance twice per round): it must be ``classify``'s
+    answer, a store as nn.Module's, and the swap nn.Module's."""
+    module: nn.Module = OnLinear(1, 1) if framework else Subject()
+    record = record_of(module)
+    subclass = type("Swapped", (type(module),), {})
+    s = situation(record, module.__dict__, "__class__", subclass, None, False)
+    assert classify(record, s).row == 12
+    module.__class__ = subclass
+    assert type(module) is subclass
+    assert role_key("__class__") not in module.__dict__
+
+
 class OnLinear(autoreg.AutoRegisterMixin, nn.Linear):
     pass
