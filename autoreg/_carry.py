@@ -251,7 +251,7 @@ def _carrying(
                     _Conversion(module, fn, recurse).run_one(name, key)
                 elif d.get(key) == CARRIED and not (one.requires_grad and one.is_leaf):
                     try:  # (a leaf that requires grad is a weight, row 6: left)
-                        new = _complex(one, fn) if one.is_complex() else fn(one)
+                        new = _complex(one, fn) if one.dtype.is_complex else fn(one)
                     except RecursionError:
                         raise
                     except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it
@@ -295,7 +295,7 @@ def _carrying(
         if tensor.requires_grad and tensor.is_leaf:
             continue  # a weight (row 6)
         try:
-            new = _complex(tensor, fn) if tensor.is_complex() else fn(tensor)
+            new = _complex(tensor, fn) if tensor.dtype.is_complex else fn(tensor)
         except RecursionError:
             raise
         except Exception as error:  # noqa: BLE001 - left as nn.Module leaves it

@@ -281,7 +281,11 @@ def register(module: nn.Module, name: str, value: torch.Tensor, decision: Decisi
     if previous is not _MISSING:
         del d[name]  # register_buffer refuses a name that is a plain attribute
     try:
-        if _plain_register(module):
+        if (  # _plain_register, inline: every tensor a constructor assigns comes here
+            not _BUFFER_HOOKS
+            and type(module).register_buffer is _REGISTER_BUFFER
+            and nn.Module.register_buffer is _REGISTER_BUFFER
+        ):
             d["_buffers"][name] = value
             if decision.persistent:
                 d["_non_persistent_buffers_set"].discard(name)

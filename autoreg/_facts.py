@@ -225,7 +225,7 @@ def situation(
         or (CONSTRUCTING in d and is_building(d, compiling))  # a call only when marked
         or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
     )
-    if constructing and kind is TENSOR and value.is_complex():  # type: ignore[attr-defined]
+    if constructing and kind is TENSOR and value.dtype.is_complex:  # type: ignore[attr-defined]
         kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
 

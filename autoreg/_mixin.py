@@ -165,17 +165,6 @@ class AutoRegisterMixin(_MixinBase):
         else:
             if record.cls is not cls:  # a base's __init_subclass__ hid the class from autoreg
                 raise unseen_class(cls)
-            if name == "__class__" and isinstance(value, type):
-                # A class under a name no registry can hold: where nn.Module.__setattr__ ends for
-                # it, or a base's override as ever (anything else takes the path below, as
-                # nn.Module's takes it). torch's parametrizations swap an instance's class twice
-                # per register/remove round.
-                if record.direct:
-                    object.__setattr__(self, name, value)
-                else:
-                    class_setattr: Any = record.setattr_next.__setattr__
-                    class_setattr(self, name, value)
-                return
             key = record.role_keys.get(name)
             if key is None:
                 key = role_key(name)
@@ -183,43 +172,55 @@ class AutoRegisterMixin(_MixinBase):
                     record.role_keys[name] = key
             role = d.get(key)
             buffers = d.get("_buffers")
-            if (
-                buffers  # (a new name, the commonest in construction, fails at the next test)
-                and name in buffers
-                and type(value) is _TENSOR
-                and "_parameters" in d
-                and name not in d["_parameters"]
-                and not getattr(value, "_is_buffer", False)  # an nn.Buffer is row 1's
-            ):
-                # A buffer updated with a tensor: row 3 whatever the name's role (classify's
-                # answer, tested), the facts situation would read (registries first) read here.
-                if record.direct or role == CARRIED:
-                    s = (name, TENSOR, role, BUFFERS, False, None, False)
-                    execute(self, record, s, value, REGISTERED)
-                else:  # past a base's __setattr__ override, as below
-                    base_setattr: Any = record.setattr_next.__setattr__
-                    base_setattr(self, name, value)
-                return
-            if role is None and issubclass(type(value), _MODULE):  # (its type only, as kind_of)
-                parameters = d.get("_parameters")
+            kind = type(value)  # what situation reads first; three decisions are read off it here
+            if kind is _TENSOR:
                 if (
-                    record.final  # else the path below, which finalizes the class first
-                    and parameters is not None
-                    and name not in parameters
-                    and name not in (buffers or ())
-                    and name not in d.get("_modules", ())
+                    buffers  # (a new name, the commonest in construction, fails at the next test)
+                    and name in buffers
+                    and "_parameters" in d
+                    and name not in d["_parameters"]
+                    and not getattr(value, "_is_buffer", False)  # an nn.Buffer is row 1's
                 ):
-                    # A module under a new name (every submodule a constructor adds): row 1
-                    # whatever else (classify's answer, tested), the facts read here.
-                    s = (name, EXPLICIT, None, None, False, None, False)
-                    execute(self, record, s, value, EXPLICIT_ROW)
+                    # A buffer updated with a tensor: row 3 whatever the name's role (classify's
+                    # answer, tested), the facts situation would read (registries first) read
+                    # here.
+                    if record.direct or role == CARRIED:
+                        s = (name, TENSOR, role, BUFFERS, False, None, False)
+                        execute(self, record, s, value, REGISTERED)
+                    else:  # past a base's __setattr__ override, as below
+                        base_setattr: Any = record.setattr_next.__setattr__
+                        base_setattr(self, name, value)
+                    return
+            elif role is None and record.final:  # (else the path below finalizes the class)
+                if issubclass(kind, _MODULE):  # (its type only, as kind_of reads it)
+                    parameters = d.get("_parameters")
+                    if (
+                        parameters is not None
+                        and name not in parameters
+                        and name not in (buffers or ())
+                        and name not in d.get("_modules", ())
+                    ):
+                        # A module under a new name (every submodule a constructor adds): row 1
+                        # whatever else (classify's answer, tested), the facts read here.
+                        s = (name, EXPLICIT, None, None, False, None, False)
+                        execute(self, record, s, value, EXPLICIT_ROW)
+                        return
+                elif name == "__class__" and isinstance(value, type):
+                    # A class under a name no registry can hold: row 12 (classify's answer,
+                    # tested), where nn.Module.__setattr__ ends for it, or a base's override as
+                    # ever. torch's parametrizations swap an instance's class twice per round.
+                    if record.direct:
+                        object.__setattr__(self, name, value)
+                    else:
+                        class_setattr: Any = record.setattr_next.__setattr__
+                        class_setattr(self, name, value)
                     return
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if (
-                role is None
+                not s[4]  # constructing (first: every assignment of a constructor stops here)
+                and role is None
                 and s[3] is None  # no registry holds the name (rows 1 to 3 decide it)
                 and s[1] in RUNTIME_KINDS
-                and not s[4]  # constructing
                 and s[5] is None  # slot
                 and s[6] is False  # derived
                 and s[2] != FRAMEWORK
