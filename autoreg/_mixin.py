@@ -172,8 +172,8 @@ class AutoRegisterMixin(_MixinBase):
                     record.role_keys[name] = key
             role = d.get(key)
             buffers = d.get("_buffers")
-            kind = type(value)  # what situation reads first; three decisions are read off it here
-            if kind is _TENSOR:
+            value_type = type(value)  # what situation reads first: three replays start from it
+            if value_type is _TENSOR:
                 if (
                     buffers  # (a new name, the commonest in construction, fails at the next test)
                     and name in buffers
@@ -192,7 +192,7 @@ class AutoRegisterMixin(_MixinBase):
                         base_setattr(self, name, value)
                     return
             elif role is None and record.final:  # (else the path below finalizes the class)
-                if issubclass(kind, _MODULE):  # (its type only, as kind_of reads it)
+                if issubclass(value_type, _MODULE):  # (its type only, as kind_of reads it)
                     parameters = d.get("_parameters")
                     if (
                         parameters is not None
