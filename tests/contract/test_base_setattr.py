@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 import autoreg
 from autoreg._carry import carried
@@ -309,3 +310,48 @@ def test_a_subclass_delattr_over_the_mixin_leaves_what_the_twins_to_converts(
         model.h = torch.ones(2)
         seen.append(("stored again", model.double().h.dtype))
     assert seen[: len(seen) // 2] == seen[len(seen) // 2 :]
+
+
+class Logging(nn.Module):
+    """A framework base whose ``__setattr__`` sees every assignment, as a logging or validating
+    base does."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__.setdefault("_seen", []).append(name)
+        super().__setattr__(name, value)
+
+
+class LoggingLinear(Logging):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(2))
+        self.child = nn.Identity()
+
+
+class AutoLoggingLinear(autoreg.AutoRegisterMixin, LoggingLinear):
+    pass
+
+
+class _Double(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_a_bases_setattr_sees_new_submodules_and_class_swaps_as_on_the_twin() -> None:
+    """The replays of a new submodule (row 1) and of a class assigned to ``__class__`` (row 12,
+    twice per parametrization round) still run the base's ``__setattr__``, in the twin's order."""
+
+    def seen(cls: type[nn.Module]) -> tuple[list[str], nn.Module]:
+        cls()  # the class is final
+        module = cls()
+        module.extra = nn.Linear(1, 1)
+        parametrize.register_parametrization(module, "weight", _Double())
+        parametrize.remove_parametrizations(module, "weight", leave_parametrized=False)
+        return module.__dict__["_seen"], module
+
+    expected, twin = seen(LoggingLinear)
+    assert expected.count("__class__") == 2  # the check is not vacuous
+    names, module = seen(AutoLoggingLinear)
+    assert names == expected
+    assert type(module) is AutoLoggingLinear
+    assert set(module._modules) == set(twin._modules)

@@ -188,6 +188,44 @@ def test_global_parameter_registration_hooks_see_and_may_replace_the_parameter()
     assert module.p is replacement
 
 
+@pytest.mark.parametrize("when", ["built", "constructing"])
+def test_global_module_registration_hooks_see_and_may_replace_a_new_submodule(when: str) -> None:
+    """A submodule under a new name (row 1, replayed without its situation) goes through
+    torch's global module registration hooks, as on the twin, in construction and after."""
+    from torch.nn.modules.module import register_module_module_registration_hook
+
+    def run(base: type[nn.Module]) -> tuple[list[tuple[str, str]], nn.Module, nn.Module]:
+        seen: list[tuple[str, str]] = []
+        replacement = nn.Identity()
+
+        def hook(module: nn.Module, name: str, submodule: nn.Module) -> nn.Module:
+            seen.append((type(module).__name__, name))
+            return replacement
+
+        class Holder(base):  # type: ignore[valid-type, misc]
+            def __init__(self) -> None:
+                super().__init__()
+                if when == "constructing":
+                    self.child = nn.Linear(1, 1)
+
+        Holder()  # the class is final: its next instance's submodule takes the replay
+        handle = register_module_module_registration_hook(hook)
+        try:
+            module = Holder()
+            if when == "built":
+                module.child = nn.Linear(1, 1)
+        finally:
+            handle.remove()
+        return seen, module.child, replacement
+
+    twin_seen, twin_child, twin_replacement = run(nn.Module)
+    seen, child, replacement = run(autoreg.Module)
+    assert twin_seen == [("Holder", "child")]
+    assert twin_child is twin_replacement
+    assert seen == twin_seen
+    assert child is replacement
+
+
 def test_a_register_parameter_override_added_after_the_first_instance_is_called() -> None:
     calls: list[str] = []
 
