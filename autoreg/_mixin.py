@@ -65,7 +65,6 @@ from ._facts import is_compiling as _is_compiling
 from ._paths import TORCH_DIR
 from ._record import (
     CACHE_LIMIT,
-    KEYWORDS,
     ClassRecord,
     create_record,
     plain_subclass_of,
@@ -95,7 +94,6 @@ _MODULE: Final = nn.Module
 # What a copy never takes from the state it is made from: a copy is not being built.
 _CONSTRUCTION_KEYS: Final = (CONSTRUCTING, PENDING)
 _NOT_RESTORED: Final = frozenset((*_CONSTRUCTION_KEYS, PICKLED, LEGACY_ROLES))
-_NO_KEYWORDS: Final = dict.fromkeys(KEYWORDS)  # a class statement that sets none
 
 
 if TYPE_CHECKING:
@@ -344,7 +342,9 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
-    if keywords == _NO_KEYWORDS:
+    # A class statement that sets no keyword: each one None itself (a value that only compares
+    # equal to None, as unittest.mock.ANY does, is no boolean: create_record refuses it).
+    if keywords["persistent"] is None and keywords["strict"] is None and keywords["warn"] is None:
         parent = plain_subclass_of(cls)
         if parent is not None:  # torch's parametrizations make one such class per instance
             record = create_record(cls, AutoRegisterMixin, {}, parent)

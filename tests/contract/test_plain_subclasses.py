@@ -64,6 +64,29 @@ def test_a_subclass_with_keywords_keeps_its_own_persistence(persistent: bool) ->
     assert role(module, "table") == "persistent buffer"  # the base's declaration
 
 
+class _EqualToNone:
+    """A keyword value that says it equals anything, None included (as ``unittest.mock.ANY``)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("keyword", ["persistent", "strict", "warn"])
+def test_a_plain_subclass_with_a_keyword_equal_to_none_is_refused_as_any_non_boolean(
+    keyword: str,
+) -> None:
+    """Only a keyword left out (None) makes a subclass plain: a value that merely compares equal
+    to None is no boolean, and is refused as ``'yes'`` is, never taken for no keyword."""
+    Base()  # the base's decisions are made
+    with pytest.raises(
+        autoreg.ClassDefinitionError,
+        match=rf"class Odd: the class keyword {keyword}= must be True or False",
+    ):
+        type("Odd", (Base,), {"__module__": __name__}, **{keyword: _EqualToNone()})
+
+
 def test_a_plain_subclass_with_a_mode_keyword_has_its_own_mode_and_its_subclasses_take_it() -> None:
     """``class Loud(Base, warn=True): pass`` declares nothing but its mode: it warns, and so does
     a plain subclass of it, where the base stays silent."""
