@@ -158,7 +158,7 @@ def situation(
     from_setattr: bool = False,
 ) -> Situation:
     """The facts of ``module.name = value``; ``d`` is the module's ``__dict__``, ``role`` the
-    name's role there. Inside code dynamo compiles, the class is read from its snapshot.
+    name's role there. Inside code dynamo compiles, the class is read while dynamo traces.
 
     ``from_setattr``: called by ``__setattr__`` itself, whose caller makes the assignment. On a
     class with a framework base, a name without a role that no registry holds then gets one here,
@@ -202,7 +202,7 @@ def situation(
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
     if kind in HELD or (kind is EXPLICIT and cls is _PARAMETER):
         if compiling:
-            slot = slot_kind(record.snapshot, name)
+            slot = compiled_slot(record.cls, name)
         else:  # a fact about the class: read once per class and name
             slot = record.slots.get(name, _UNSEEN)
             if slot is _UNSEEN:
@@ -268,6 +268,19 @@ def read_torch_assigners() -> None:
                 found = _code(function)
                 TORCH_ASSIGNS[id(found)] = found
         TORCH_UNREAD.pop(name, None)
+
+
+def compiled_slot(cls: type, name: str) -> str | None:
+    """``slot_kind`` of ``name`` on ``cls`` for an assignment dynamo is tracing: called by dynamo
+    while it traces, never at run time (its answer is a constant of the compiled code). It reads
+    the class as it is then, in eager Python (dynamo before torch 2.9 cannot trace a lookup in a
+    class's ``__dict__``): what was added to the class after its statement counts, as in eager
+    code (the property torch's parametrizations add to the class they make)."""
+    record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
+    return slot_kind(record.namespaces, name)
+
+
+setattr(compiled_slot, CONSTANT_RESULT, True)  # as compiled_attribution
 
 
 def compiled_torch_assigns(cls: type, name: str) -> bool:

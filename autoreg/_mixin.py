@@ -144,7 +144,7 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         if _is_compiling():
             # Frames cannot be walked in compiled code, nor grown dicts read (dynamo would guard
-            # on them): the decision is made afresh, from the class's snapshot.
+            # on them): the decision is made afresh (the class read while dynamo traces).
             role_at = role_key(name)
             role = d.get(role_at)
             s = situation(record, d, name, value, role, True)

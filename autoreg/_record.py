@@ -77,7 +77,6 @@ class ClassRecord:
         "shared",
         "shipped",
         "slots",
-        "snapshot",
         "stated",
         "strict_by",
         "warned",
@@ -105,14 +104,9 @@ class ClassRecord:
         self.stated: tuple[Mode, str] = _resolve_mode(cls, own)  # what the statements ask for,
         self._take_mode()  # and why; then the mode, AUTOREG_MODE's where set
         mro = cls.__mro__
-        # The namespaces instance lookup searches, in order: live views, never stale; and the
-        # same in plain dicts, as the class was created: what a compiled forward reads (dynamo
-        # before torch 2.9 cannot trace a lookup in a class's __dict__) - one dict for the MRO
-        # (a plain subclass puts a dict of its own before its base's: ``subclass``).
+        # The namespaces instance lookup searches, in order: live views, never stale (compiled
+        # code reads them too, while dynamo traces: _facts.compiled_slot).
         self.namespaces: tuple[Mapping[str, Any], ...] = tuple(k.__dict__ for k in mro)
-        self.snapshot: tuple[dict[str, Any], ...] = (
-            {name: value for k in reversed(mro) for name, value in k.__dict__.items()},
-        )
         # The next _apply and __setattr__ in the MRO (nn.Module's, or a base's override).
         after = mro[mro.index(mixin) + 1 :]
         self.apply_next: type = next(k for k in after if "_apply" in k.__dict__)
@@ -172,7 +166,6 @@ class ClassRecord:
         record._take_mode()
         # Its MRO is the base's, after the class itself.
         record.namespaces = (cls.__dict__, *self.namespaces)
-        record.snapshot = (cls.__dict__.copy(), *self.snapshot)
         record.apply_next = self.apply_next
         record.setattr_next = self.setattr_next
         record.direct = self.direct
@@ -233,11 +226,10 @@ class ClassRecord:
 
     def finalize(self) -> None:
         """Read the class again, now that the module defining it is done: its annotations
-        (forward references resolve), its ``__setattr__`` overrides and its namespaces."""
+        (forward references resolve) and its ``__setattr__`` overrides."""
         mro = self.cls.__mro__
         self.declarations = read_declarations(self.cls, _declares, self.globals_of)
         self.setattr_codes = read_setattr_codes(mro)
-        self.snapshot = ({name: value for k in reversed(mro) for name, value in vars(k).items()},)
         self.decisions.clear()
         self.final = True
 

@@ -168,6 +168,47 @@ def test_a_property_torch_adds_to_a_parametrized_class_after_its_statement_is_it
     assert torch.equal(module.weight, torch.full((2,), 4.0))
 
 
+def _setting(base: type[nn.Module], **keywords: bool) -> type[nn.Module]:
+    class Setting(base, **keywords):  # type: ignore[valid-type, misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                self.w = x * 4  # the parametrization's setter: right_inverse sets the original
+            return x + 1
+
+    return Setting
+
+
+@pytest.mark.parametrize("keywords", [{}, {"strict": True}], ids=["register", "strict"])
+def test_a_compiled_forward_sees_the_property_torch_adds_to_a_parametrized_class(
+    keywords: dict[str, bool],
+) -> None:
+    """What the name is on the class is read as the class is when dynamo traces, not as it was
+    made: the property torch adds after making the parametrized class runs its setter, as on the
+    twin, without an eager call first: the same frames (the setter's ``set_`` breaks the graph on
+    both), no error (strict mode raised, taking the assignment for an undeclared runtime tensor,
+    and compiled another number of frames)."""
+
+    def run(cls: type[nn.Module]) -> tuple[int, list[float], list[float]]:
+        torch._dynamo.reset()
+        cls()  # the class is final
+        module = cls()
+        parametrize.register_parametrization(module, "w", Double())
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(module, backend=counter)
+        for _ in range(3):
+            compiled(torch.ones(3))
+        assert "w" not in vars(module).get("_autoreg_carrying", {})
+        return counter.frame_count, module.w.tolist(), module.parametrizations.w.original.tolist()
+
+    expected = run(_setting(nn.Module))
+    assert expected[1] == [4.0, 4.0, 4.0]  # the setter ran
+    assert run(_setting(autoreg.Module, **keywords)) == expected
+
+
 def test_a_subclass_with_annotations_reads_its_own() -> None:
     class Redeclared(Base):
         mask: autoreg.Plain
