@@ -590,9 +590,10 @@ class TwinDropping(nn.Module):
 
 @pytest.mark.xfail(
     torch.__version__ < "2.11",
-    strict=False,  # measured on 2.5.1, 2.8, 2.11 and 2.13: 2.6, 2.7, 2.9 and 2.10 are not known
-    reason="not mended (compatibility.md): dynamo before 2.11 compiles another number of frames "
-    "than the twin's for a forward that only deletes (2.5.1: none against 1; 2.8: 1 against none)",
+    strict=False,  # measured on 2.5.1, 2.7.1, 2.8, 2.10 (passes), 2.11 and 2.13; 2.6, 2.9 not
+    reason="not mended (compatibility.md): dynamo before 2.10 compiles another number of frames "
+    "than the twin's for a forward that only deletes (2.5.1 and 2.7.1: none against 1; 2.8: 1 "
+    "against none)",
 )
 @BACKENDS
 @pytest.mark.parametrize("held", ["tensor", "list"])
