@@ -976,8 +976,8 @@ def test_a_name_only_a_copy_carried_is_torchs_when_functional_call_sets_it_on_th
 
 
 @pytest.mark.xfail(
-    strict=False,  # fails on 2.10.0, 2.12.1 and 2.13; passes on 2.7.1, whose dynamo breaks the
-    # graph inside functional_call's context manager and runs the store eagerly
+    strict=False,  # fails from 2.9.1 on; passes on 2.5.1, 2.6.0 and 2.7.1, whose dynamo breaks
+    # the graph inside functional_call's context manager and runs the store eagerly
     reason="not mended (compatibility.md): compiled code cannot read the list of names the "
     "model has carried without guarding on it; torch's store there is torch's for good",
 )

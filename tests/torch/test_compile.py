@@ -589,10 +589,10 @@ class TwinDropping(nn.Module):
 
 
 @pytest.mark.xfail(
-    torch.__version__ < "2.11",
-    strict=False,  # measured on 2.5.1, 2.7.1, 2.8, 2.10 (passes), 2.11 and 2.13; 2.6, 2.9 not
-    reason="not mended (compatibility.md): dynamo before 2.10 compiles another number of frames "
-    "than the twin's for a forward that only deletes (2.5.1 and 2.7.1: none against 1; 2.8: 1 "
+    torch.__version__ < "2.9",
+    strict=False,  # measured on every version from 2.5.1 to 2.15.0 (2026-12-07)
+    reason="not mended (compatibility.md): dynamo before 2.9 compiles another number of frames "
+    "than the twin's for a forward that only deletes (2.5.1 to 2.7.1: none against 1; 2.8: 1 "
     "against none)",
 )
 @BACKENDS
