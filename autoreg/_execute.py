@@ -281,11 +281,7 @@ def register(module: nn.Module, name: str, value: torch.Tensor, decision: Decisi
     if previous is not _MISSING:
         del d[name]  # register_buffer refuses a name that is a plain attribute
     try:
-        if (  # _plain_register, inline: every tensor a constructor assigns comes here
-            not _BUFFER_HOOKS
-            and type(module).register_buffer is _REGISTER_BUFFER
-            and nn.Module.register_buffer is _REGISTER_BUFFER
-        ):
+        if _plain_register(module):
             d["_buffers"][name] = value
             if decision.persistent:
                 d["_non_persistent_buffers_set"].discard(name)
