@@ -782,10 +782,11 @@ def _setter_in(node: ast.ClassDef, attribute: str) -> str:
 
 
 def _none_stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
-    """The targets (by id) of ``x.name = None`` in ``function`` that no ``__init__`` call
-    follows: a buffer takes None (nn.Module stores it in ``_buffers``), so such a store is no
-    reason to hold a buffer back, unless a base's ``__init__`` runs after it and would find the
-    attribute there (``register_buffer`` raises KeyError, "attribute ... already exists")."""
+    """The targets (by id) of ``x.name = None`` (annotated or not) in ``function`` that no
+    ``__init__`` call follows: a buffer takes None (nn.Module stores it in ``_buffers``), so such
+    a store is no reason to hold a buffer back, unless a base's ``__init__`` runs after it and
+    would find the attribute there (``register_buffer`` raises KeyError, "attribute ... already
+    exists")."""
     inits = [
         node.lineno
         for node in ast.walk(function)
@@ -793,16 +794,22 @@ def _none_stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "__init__"
     ]
-    return {
-        id(node.targets[0])
-        for node in ast.walk(function)
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Attribute)
-        and isinstance(node.value, ast.Constant)
-        and node.value.value is None
-        and not any(line > node.lineno for line in inits)
-    }
+    found = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.AnnAssign):  # x.name: torch.Tensor | None = None
+            target = node.target
+        else:
+            continue
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is None
+            and not any(line > node.lineno for line in inits)
+        ):
+            found.add(id(target))
+    return found
 
 
 def function_stores(
