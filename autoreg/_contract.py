@@ -55,6 +55,7 @@ from ._state import BUFFER, FRAMEWORK
 __all__ = [
     "EXPLICIT_ROW",
     "HAND_OVER",
+    "OTHER_ROW",
     "REGISTER",
     "REGISTERED",
     "RELEASE",
@@ -120,7 +121,7 @@ _CONSTRUCTION: Final = {
 }
 _CONSTRUCTION_RESULT: Final = Decision(10, STORE, True, Concern.UNDECLARED)
 _RUNTIME: Final = Decision(11, STORE, True, Concern.UNDECLARED)
-_OTHER: Final = Decision(12, STORE)
+OTHER_ROW: Final = Decision(12, STORE)  # _mixin replays it for a class under __class__
 
 
 def classify(record: ClassRecord, s: Situation) -> Decision:
@@ -137,7 +138,7 @@ def classify(record: ClassRecord, s: Situation) -> Decision:
         return _FRAMEWORK
     tensor = kind in TENSORS
     if not (tensor or kind is CONTAINER):
-        return _OTHER
+        return OTHER_ROW
     declaration = record.declarations.get(name)
     if declaration is Declaration.PLAIN:
         return _PLAIN

@@ -45,13 +45,14 @@ from torch import nn
 
 from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
-from ._contract import EXPLICIT_ROW, REGISTER, REGISTERED, STORE, Decision, decide
+from ._contract import EXPLICIT_ROW, OTHER_ROW, REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration, defining_namespace
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
 from ._facts import (
     BUFFERS,
     EXPLICIT,
+    OTHER,
     RUNTIME_KINDS,
     TENSOR,
     TORCH_ASSIGNS,
@@ -204,14 +205,11 @@ class AutoRegisterMixin(_MixinBase):
                         execute(self, record, s, value, EXPLICIT_ROW)
                         return
                 elif name == "__class__" and isinstance(value, type):
-                    # A class under a name no registry can hold: row 12 (classify's answer,
-                    # tested), where nn.Module.__setattr__ ends for it, or a base's override as
-                    # ever. torch's parametrizations swap an instance's class twice per round.
-                    if record.direct:
-                        object.__setattr__(self, name, value)
-                    else:
-                        class_setattr: Any = record.setattr_next.__setattr__
-                        class_setattr(self, name, value)
+                    # A class under a name no registry can hold: row 12 whatever else
+                    # (classify's answer, tested). torch's parametrizations swap an instance's
+                    # class twice per round.
+                    s = (name, OTHER, None, None, False, None, False)
+                    execute(self, record, s, value, OTHER_ROW)
                     return
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if (
