@@ -2,12 +2,12 @@
 
 What autoreg carries is recorded where the decision is carried out (``_execute``): an assignment
 whose decision ``moves`` a value autoreg stores marks the name ``CARRIED``; any other assignment
-but ``None`` (a state reset keeps the mark: nothing to convert until a tensor comes back), a
-deletion or a registration takes the mark away (``_state``). ``.to()``, the audits and
-``reset_buffers`` read the same mark (``carried``), so they agree with the contract by
-construction; a copy carries what the original carries, since it copies the marks; and a value
-that nothing carries any more (``self.h = 3``) is not looked at. An instance unpickled from
-before its class used autoreg is adopted: what the contract would carry is marked (``adopt``).
+but ``None``, or a registration, takes the mark away (``_state``); ``None`` and a deletion (state
+reset or freed) keep it, with nothing to convert until a tensor comes back. ``.to()``, the audits
+and ``reset_buffers`` read the same mark (``carried``), so they agree with the contract by
+construction; a copy carries what the original carries, since it copies the marks; and a value that
+nothing carries any more (``self.h = 3``) is not looked at. An instance unpickled from before its
+class used autoreg is adopted: what the contract would carry is marked (``adopt``).
 
 One ``.to()`` (any ``_apply``): nn.Module's ``_apply`` converts a module's children, then its
 parameters, then its buffers; ``fn`` is handed to it untouched. An autoreg module's ``_apply``
@@ -88,8 +88,10 @@ _NONE: Final[dict[str, str]] = {}
 
 
 def carried(module: nn.Module, name: str) -> bool:
-    """Whether ``.to()`` converts what ``module.name`` holds: autoreg carries the name."""
-    return module.__dict__.get(role_key(name)) == CARRIED
+    """Whether ``.to()`` converts what ``module.name`` holds: autoreg carries the name, and the
+    module holds it (a carried name deleted keeps its role)."""
+    d = module.__dict__
+    return name in d and d.get(role_key(name)) == CARRIED
 
 
 def carried_values(module: nn.Module) -> dict[str, Any]:
@@ -149,8 +151,14 @@ _SWEEP_FROM: Final = 64
 
 def deleted_roles(d: dict[str, Any]) -> list[str]:
     """The keys in ``d`` (an instance's ``__dict__``, or its state) of the roles of names deleted:
-    they hold None (``__delattr__``)."""
-    return [k for k, v in d.items() if v is None and type(k) is str and role_name(k) is not None]
+    None, or ``CARRIED`` for a name ``d`` no longer holds (``__delattr__``)."""
+    deleted = []
+    for key, role in d.items():
+        if (role is None or (type(role) is str and role == CARRIED)) and type(key) is str:
+            name = role_name(key)
+            if name is not None and (role is None or name not in d):
+                deleted.append(key)
+    return deleted
 
 
 def sweep(d: dict[str, Any]) -> None:

@@ -83,16 +83,6 @@ def execute(
     action = decision.action
     if action is STORE:
         moves = decision.moves
-        # The __dict__ is never read in compiled code: dynamo would guard on what it found there
-        # (a None assigned in __init__), and recompile once the name holds the tensor.
-        if (
-            moves
-            and role != CARRIED
-            and not constructing
-            and not _is_compiling()
-            and name not in module.__dict__
-        ):
-            refuse_while_exporting(module, name, value, "carry")
         if not record.direct:  # a base's __setattr__ override, then nn.Module's
             setattr_next: Any = record.setattr_next.__setattr__
             setattr_next(module, name, value)

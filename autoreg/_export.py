@@ -21,7 +21,7 @@ from torch import nn
 from ._errors import ExportError
 from ._messages.contract import DELETED_NAME_DURING_EXPORT, NEW_NAME_DURING_EXPORT
 from ._messages.describe import describe
-from ._state import role_key
+from ._state import CARRIED, role_key
 from ._walk import iter_tensors
 
 __all__ = ["refuse_while_exporting"]
@@ -41,7 +41,9 @@ def refuse_while_exporting(module: nn.Module, name: str, value: object, action: 
             return  # a container without tensors: nothing fake stays behind
         path, tensor = first
         what = f"{type(value).__name__} holding {name}{path} = {describe(tensor)}"
-    deleted = module.__dict__.get(role_key(name), False) is None  # its role, since ``del``
+    # A name deleted keeps its key: None, or CARRIED for a name it carried (never the role of a
+    # name it does not hold, which is all this is called for).
+    deleted = module.__dict__.get(role_key(name), False) in (None, CARRIED)
     message = DELETED_NAME_DURING_EXPORT if deleted else NEW_NAME_DURING_EXPORT
     cls = type(module).__name__
     raise ExportError(message.format(action=action, cls=cls, name=name, value=what))

@@ -32,7 +32,7 @@ from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import CONSTANT_RESULT, attribute, compiled_attribution, inlined_codes
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
+from ._state import CARRIED, CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -161,7 +161,8 @@ def situation(
     name's role there. Inside code dynamo compiles, the class is read while dynamo traces.
 
     ``from_setattr``: called by ``__setattr__`` itself, whose caller makes the assignment. On a
-    class with a framework base, a name without a role that no registry holds then gets one here,
+    class with a framework base, a name new to the instance that no registry holds (without a
+    role, or carried and deleted since: ``del`` keeps a carried name's role) then gets one here,
     the answer of row 4 (``_attribution``), judged from that caller's frame, taken only then;
     inside compiled code, read while dynamo traces the assignment (a constant of the graph). Only
     such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
@@ -192,7 +193,13 @@ def situation(
         return (name, kind, role, registry, False, None, False)  # rows 1 to 3 read no more
     if kind is TENSOR and cls is _TENSOR and value.requires_grad:  # type: ignore[attr-defined]
         kind = GRAD_LEAF if value.is_leaf else GRAD_RESULT  # type: ignore[attr-defined]
-    if role is None and kind is not EXPLICIT and record.attributes and name not in MODULE_INTERNALS:
+    if (
+        record.attributes
+        # new, or (eager code: compiled code would guard on the __dict__) carried and deleted
+        and (role is None or (role == CARRIED and not compiling and name not in d))
+        and kind is not EXPLICIT
+        and name not in MODULE_INTERNALS
+    ):
         if compiling:  # read while dynamo traces: a constant of the compiled code
             role = compiled_attribution(record.cls)
         elif from_setattr:

@@ -49,6 +49,7 @@ from ._contract import EXPLICIT_ROW, OTHER_ROW, REGISTER, REGISTERED, STORE, Dec
 from ._declarations import Declaration, defining_namespace
 from ._enforce import enforce
 from ._execute import execute, is_when_built, register, unregister
+from ._export import refuse_while_exporting
 from ._facts import (
     BUFFERS,
     EXPLICIT,
@@ -249,6 +250,11 @@ class AutoRegisterMixin(_MixinBase):
                     finalize(cls)  # the first instance: its class's annotations read again
                 cached = decide(record, s, compiling=False)
             decision = cached
+            if decision.moves and not s[4] and name not in d and decision.action is STORE:
+                # A value carried under a name the module does not hold (new, or carried and
+                # deleted): not while non-strict torch.export traces (_export says why). Eager
+                # code only: compiled code would guard on what it found in the __dict__.
+                refuse_while_exporting(self, name, value, "carry")
         if decision.concern is not None and (record.loud or decision.always):
             if decision.moves and decision.action is STORE and not record.direct:
                 _store_then_enforce(self, record, s, value, decision)
@@ -266,18 +272,22 @@ class AutoRegisterMixin(_MixinBase):
         d = self.__dict__
         key = type(self).__autoreg__.role_keys.get(name) or role_key(name)
         role = d.get(key)
-        if role is None:
+        if role is None or role == CARRIED:
+            # A carried name deleted stays carried, holding nothing for .to() to convert, as
+            # after `self.h = None`: what is stored there next is the model's state again, as it
+            # would be anyway (a tensor at run time is carried; in construction a buffer, and
+            # the mark goes), and compiled code, which reads the role of the name it assigns,
+            # sees nothing change (state freed between compiled calls recompiles nothing, as on
+            # the twin). It goes with the name when the list of carried names is pruned.
             super().__delattr__(name)
             return
-        # A name deleted is a new name: its role is None, as a missing one reads, before the
-        # next __delattr__ runs (a base's that stores a default again decides it afresh), and
-        # back if that one refuses. The key is kept: inside a compiled forward, dynamo replays
-        # this method after the graph and then its own record of a key removed, which raised
-        # KeyError, and this method cannot ask whether it is compiled (the call breaks the graph,
-        # and dynamo recursed). The list of carried names is not read: compiled code would guard
-        # on it; a name there whose role is not CARRIED is passed over (_carry), and pruned when
-        # the list next grows (_carry.carry); a role of a name never carried is swept when eager
-        # code next gives a name a role (_carry.sweep). Copies and pickles drop both.
+        # Any other name deleted is a new name: its role is None, as a missing one reads, before
+        # the next __delattr__ runs (a base's that stores a default again decides it afresh),
+        # and back if that one refuses. The key is kept: inside a compiled forward, dynamo
+        # replays this method after the graph and then its own record of a key removed, which
+        # raised KeyError, and this method cannot ask whether it is compiled (the call breaks
+        # the graph, and dynamo recursed). A role of a name never carried is swept when eager
+        # code next gives a name a role (_carry.sweep); copies and pickles drop it.
         d[key] = None
         try:
             super().__delattr__(name)
@@ -293,11 +303,11 @@ class AutoRegisterMixin(_MixinBase):
             state.pop(key, None)
         if is_when_built(state.get(SUPER_INIT)):
             del state[SUPER_INIT]
+        for key in deleted_roles(state):
+            del state[key]  # the role of a name deleted (__delattr__): new to the copy
         if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED, of
             # the names carried now (a name deleted, or given up, stays in the original's)
             state[CARRYING] = {n: k for n, k in listed(self).items() if state.get(k) == CARRIED}
-        for key in deleted_roles(state):
-            del state[key]  # the role of a name deleted (__delattr__)
         state[PICKLED] = True
         return state
 

@@ -3,19 +3,19 @@
 The role of a name is kept under its own key, ``role_key(name)`` (``'_autoreg_role_mask'``):
 ``BUFFER`` for a buffer autoreg registered under an undeclared name (row 2 applies to it),
 ``CARRIED`` for a value autoreg carries (the last assignment's decision ``moves`` it: rows 8, 10
-and 11; a None stored over it since keeps the mark), ``FRAMEWORK`` or ``MODEL`` for whose code
-first assigned the name (row 4; a carried or buffer name is the model's): both on classes with a
-framework base, and ``FRAMEWORK`` on any class for a name torch's own code set first (``_facts``).
-A key per name, not one dict of roles: compiled code reads the role of the name it assigns, and
-dynamo guards a dict it reads as a whole on some torch versions (every new role anywhere would
-recompile); copies get the roles as they get every attribute. Keys are identifiers, also for a
-name that is none (``'a.b'``): dynamo writes its guards on them as attribute accesses.
+and 11; a None stored over it since, or its deletion, keeps the mark), ``FRAMEWORK`` or ``MODEL``
+for whose code first assigned the name (row 4; a carried or buffer name is the model's): both on
+classes with a framework base, and ``FRAMEWORK`` on any class for a name torch's own code set first
+(``_facts``). A key per name, not one dict of roles: compiled code reads the role of the name it
+assigns, and dynamo guards a dict it reads as a whole on some torch versions (every new role
+anywhere would recompile); copies get the roles as they get every attribute. Keys are identifiers,
+also for a name that is none (``'a.b'``): dynamo writes its guards on them as attribute accesses.
 
 ``CARRYING`` holds the names that have been carried, a dict of each to its role key: ``.to()``
 looks them up instead of searching the whole ``__dict__``, and converts those whose role is
 ``CARRIED`` now. It changes only when a name is first carried, so an assignment that updates a
 carried value, or deletes it (in a compiled ``forward`` too), never reads it: a name deleted
-stays in it, its role None, and is there already when it is carried again, until eager code
+stays in it, its role ``CARRIED``, and is there already when it is carried again, until eager code
 next adds a name and the list has doubled since (``_carry.carry``): then the names no longer
 carried, or no longer held (taken out of ``__dict__`` around ``__delattr__``), leave it, by a new
 dict, and their keys holding None or ``CARRIED`` go. The role of a name deleted that was never

@@ -153,7 +153,7 @@ or export with torch.export.export(..., strict=True), which leaves the module un
 
 DELETED_NAME_DURING_EXPORT: Final = """\
 cannot {action} {cls}.{name} = {value} while non-strict torch.export traces forward: '{name}' was \
-deleted (del) before this store, which makes it a new name to autoreg, and export restores only \
+deleted (del) before this store, and export restores only \
 the attributes the module had before tracing: if this export began without '{name}', it would \
 keep a fake tensor, and autoreg cannot tell. Store the new value without deleting the old one:
     self.{name} = ...   # in place of: del self.{name}; self.{name} = ...

@@ -975,14 +975,10 @@ def test_a_name_only_a_copy_carried_is_torchs_when_functional_call_sets_it_on_th
     assert original.__dict__["seen"] == ["plain"]
 
 
-@pytest.mark.xfail(
-    strict=False,  # fails from 2.9.1 on; passes on 2.5.1, 2.6.0 and 2.7.1, whose dynamo breaks
-    # the graph inside functional_call's context manager and runs the store eagerly
-    reason="not mended (compatibility.md): compiled code cannot read the list of names the "
-    "model has carried without guarding on it; torch's store there is torch's for good",
-)
 def test_a_carried_name_a_forward_deletes_under_a_compiled_functional_call_stays_carried() -> None:
-    """The same inside a compiled function: what torch puts back is the model's state."""
+    """The same inside a compiled function: what torch puts back is the model's state. (It was
+    torch's for good: a deletion set the name's role to None, and compiled code, which cannot read
+    the list of names the model carried without guarding on it, took the name for a new one.)"""
     torch._dynamo.reset()
     model = Dropping()
     model.h = torch.zeros(2)

@@ -117,6 +117,64 @@ def test_deleting_a_carried_tensor_forgets_it() -> None:
     assert not hasattr(model, "state")
 
 
+def test_a_carried_name_deleted_and_stored_again_at_run_time_is_carried() -> None:
+    """``del`` frees carried state as ``self.state = None`` does: the next tensor stored there is
+    carried, whoever stores it (compiled code reads nothing new, test_compile)."""
+    model = stepped()
+    del model.state
+    model.state = torch.ones(3)
+    assert role(model, "state") == "carried"
+    assert model.double().state.dtype == torch.float64
+
+
+class Resettable(autoreg.Module):
+    """A construction method (``reset_buffers``) that builds ``state`` again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.state = torch.zeros(3)
+
+
+def test_a_carried_name_deleted_then_built_by_a_construction_method_is_a_buffer_only() -> None:
+    """Carried, deleted, then assigned by ``reset_buffers()``: a buffer, converted once by
+    ``.to()`` (as the twin's), and no longer carried (the audits read that mark)."""
+    model = Resettable()
+    del model.state  # the buffer
+    model.state = torch.zeros(3)  # run time: carried
+    del model.state
+    model.reset_buffers()
+    assert role(model, "state") == "non-persistent buffer"
+    assert not carried(model, "state")
+    seen: list[int] = []
+
+    def record(tensor: torch.Tensor) -> torch.Tensor:
+        seen.append(id(tensor))
+        return tensor
+
+    state = model.state
+    model._apply(record)
+    assert seen.count(id(state)) == 1
+
+
+def test_a_carried_name_deleted_then_registered_by_hand_is_a_buffer_only() -> None:
+    """``del self.state; self.register_buffer("state", t)``: nn.Module's buffer, converted once,
+    and no longer carried for the audits, though autoreg kept the name's mark through the
+    ``del`` (so that the next tensor stored there is carried without a new mark)."""
+    model = stepped()
+    del model.state
+    model.register_buffer("state", torch.zeros(3), persistent=False)
+    assert role(model, "state") == "non-persistent buffer"
+    assert not carried(model, "state")
+    model.double()
+    assert model.state.dtype == torch.float64
+    model.state = torch.ones(3)  # an update of the buffer (row 3)
+    assert role(model, "state") == "non-persistent buffer"
+    assert model.float().state.dtype == torch.float32
+
+
 def test_the_same_tensor_carried_twice_is_converted_once() -> None:
     model = stepped()
     model.alias = model.state

@@ -901,17 +901,13 @@ def test_blocks_that_replace_their_state_under_a_plain_root_compile_and_convert_
             torch.testing.assert_close(a.h, t.h, rtol=0, atol=0)
 
 
-@pytest.mark.xfail(
-    strict=False,  # measured on 2.13 only
-    reason="not mended (design.md's limits): compiled code reads the role of the name it "
-    "assigns, which a deletion sets None (CARRIED before): one frame more than the twin",
-)
 @_PLAIN_ROOTS
 def test_state_deleted_eagerly_between_compiled_calls_that_only_store_it_recompiles_nothing(
     root: Callable[..., nn.Module],
 ) -> None:
     """``del block.h`` between compiled calls of a forward that only stores ``h`` (state freed
-    between sequences): the twin compiles once; autoreg twice (measured on torch 2.13)."""
+    between sequences): as many frames as the twin's. autoreg compiled twice (measured on torch
+    2.13): a deletion set the name's role to None, which compiled code reads and guards on."""
 
     def frames(cls: Callable[[], nn.Module]) -> int:
         model = _blocks_under(root, cls)
