@@ -666,6 +666,54 @@ def test_a_compiled_plain_root_over_parametrized_children_compiles_as_the_twin(
     assert observe(auto) == observe(twin)
 
 
+def _between_calls(root: nn.Module, step: int) -> None:
+    """Step ``step`` of a round of class changes on the root's first child: parametrized, its
+    class swapped for a plain subclass and back, the parametrization removed, its carried ``h``
+    set to None, then deleted."""
+    child = _children(root)[0]
+    if step == 0:
+        parametrize.register_parametrization(child, "weight", Double())
+    elif step == 1:
+        cls = type(child)
+        child.__class__ = type(f"Swapped{cls.__name__}", (cls,), {"__module__": __name__})
+    elif step == 2:
+        child.__class__ = type(child).__bases__[0]
+    elif step == 3:
+        parametrize.remove_parametrizations(child, "weight")
+    elif step == 4:
+        child.h = None
+    elif step == 5:
+        del child.h
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+@_CHILD_IDS
+def test_class_swaps_and_parametrizations_between_compiled_calls_recompile_as_the_twin(
+    children: str,
+) -> None:
+    """Between compiled calls (``fullgraph``) of a plain root, its child is parametrized, given a
+    plain subclass and its class back, unparametrized, its carried value set to None and deleted
+    (each forward stores it again): as many frames as the twin's, the same outputs and state."""
+
+    def run(root: nn.Module) -> tuple[int, list[torch.Tensor], dict[str, Any]]:
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(root, backend=counter, fullgraph=True)
+        outputs = []
+        for step in range(7):
+            outputs.append(compiled(torch.full((2, 3), float(step))))
+            _between_calls(root, step)
+        return int(counter.frame_count), outputs, observe(root)
+
+    auto, twin = _pair("Sequential", children)
+    auto_frames, auto_outputs, auto_state = run(auto)
+    twin_frames, twin_outputs, twin_state = run(twin)
+    assert auto_frames == twin_frames
+    for a, t in zip(auto_outputs, twin_outputs, strict=True):
+        _same(a, t)
+    assert auto_state == twin_state
+
+
 def _functional(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The module called with its ``running`` buffer swapped by ``functional_call``."""
     running = torch.full((3,), 2.0, dtype=x.dtype)
