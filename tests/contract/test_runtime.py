@@ -195,6 +195,23 @@ def test_a_carried_alias_of_a_buffer_follows_the_buffer() -> None:
     assert model.table.dtype == torch.float64
 
 
+def test_a_carried_alias_of_a_tensor_registered_as_two_buffers_follows_the_first() -> None:
+    """nn.Module converts a tensor registered as two buffers into two tensors; a carried alias of
+    it becomes the one registered first (the contract says which)."""
+
+    class TwoNames(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = torch.zeros(3)
+            self.second = self.first  # the same tensor, a second buffer
+
+    model = TwoNames()
+    model.alias = model.first  # run time: carried
+    model.double()
+    assert model.first is not model.second
+    assert model.alias is model.first
+
+
 def test_nn_module_leaves_the_runtime_tensor_behind() -> None:
     """The bug, on the nn.Module twin, so that the tests above are known to be able to fail."""
 
