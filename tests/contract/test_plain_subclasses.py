@@ -209,6 +209,40 @@ def test_a_compiled_forward_sees_the_property_torch_adds_to_a_parametrized_class
     assert run(_setting(autoreg.Module, **keywords)) == expected
 
 
+def _doubling_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    self.h = x * 2
+    return x + 1
+
+
+@pytest.mark.parametrize("keywords", [{}, {"strict": True}], ids=["register", "strict"])
+def test_a_property_a_class_gets_after_its_forward_was_compiled_is_read_as_on_the_twin(
+    keywords: dict[str, bool],
+) -> None:
+    """What a name is on the class is a constant of the compiled code (``compiled_slot``): a
+    property given to the class after its ``forward`` was compiled is not seen there. Nor is it on
+    the twin: dynamo keeps storing into ``__dict__``, without a recompile (2.13, 2.15; on 2.5.1 it
+    also calls the setter, on both). The same frames, setter calls and values."""
+
+    def run(base: type[nn.Module]) -> tuple[int, int, list[float]]:
+        torch._dynamo.reset()
+        mode = keywords if base is autoreg.Module else {}
+        annotations = {"h": autoreg.Carried} if mode else {}  # (strict: declared)
+        namespace = {"forward": _doubling_forward, "__annotations__": annotations}
+        cls = type("Doubling", (base,), namespace, **mode)
+        module = cls()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(module, backend=counter)
+        compiled(torch.ones(2))
+        calls: list[object] = []
+        cls.h = property(lambda self: calls[-1] if calls else None, lambda s, v: calls.append(v))
+        compiled(torch.ones(2))
+        compiled(torch.ones(2))
+        held = vars(module)["h"]
+        return counter.frame_count, len(calls), held.tolist()
+
+    assert run(autoreg.Module) == run(nn.Module)
+
+
 def test_a_subclass_with_annotations_reads_its_own() -> None:
     class Redeclared(Base):
         mask: autoreg.Plain
