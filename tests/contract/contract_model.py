@@ -286,6 +286,11 @@ class Reference:
         value = self.describe(kind)
         if kind in EXPLICIT or held in ("param", "buffer", "module"):
             return self._explicit(name, kind, current)  # rows 1 to 3
+        if kind == "none" and held == "carried":
+            # Row 12, but None keeps the mark: the name stays carried, holding nothing to convert
+            # (an nn.Buffer may then take it over, as it takes over any carried name).
+            self.state[name] = replace(current, value=value)
+            return None
         self.own(name, by_framework)
         if self.owners.get(name) == "framework":
             self.state[name] = Entry("plain", value)  # row 4: nn.Module's behaviour, for good

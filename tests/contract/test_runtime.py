@@ -127,6 +127,23 @@ def test_a_carried_name_deleted_and_stored_again_at_run_time_is_carried() -> Non
     assert model.double().state.dtype == torch.float64
 
 
+@pytest.mark.parametrize("emptied", ["None", "del"])
+def test_an_nn_buffer_takes_over_a_carried_name_that_holds_nothing(emptied: str) -> None:
+    """Row 1 over a carried name gives the name up, then does what nn.Module does with a free
+    name: an ``nn.Buffer`` is registered, also when the carried state was reset to None or
+    deleted (both keep the mark). (The reference model of test_model_based took None over a
+    carried name for a plain attribute, over which nn.Module raises KeyError.)"""
+    model = stepped()
+    if emptied == "None":
+        model.state = None
+    else:
+        del model.state
+    model.state = nn.Buffer(torch.zeros(3))
+    assert role(model, "state") == "persistent buffer"
+    assert not carried(model, "state")
+    assert model.double().state.dtype == torch.float64
+
+
 class Resettable(autoreg.Module):
     """A construction method (``reset_buffers``) that builds ``state`` again."""
 
