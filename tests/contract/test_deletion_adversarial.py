@@ -6,6 +6,12 @@ a user can observe (values, dtypes after ``.double()``, state_dict keys, named_b
 frames, errors) with the twin: a hand-written ``nn.Module`` that registers its construction
 tensors and whose own ``_apply`` converts its runtime tensors. Where the twin is ``nn.Module``
 itself (torch's own assignments, row 4), that is said.
+
+Found failing (each docstring says why, and whether it failed before d2fa2e3):
+``test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate_as_on_nn_module``,
+``test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recompiles_nothing`` and
+``test_the_models_store_after_a_framework_stored_a_deleted_name_is_the_same_compiled_first``.
+The others pass, and each names the mutation of autoreg it catches.
 """
 
 from __future__ import annotations
@@ -318,9 +324,7 @@ def test_a_delattr_of_a_class_of_its_own_leaves_what_the_twin_holds(
 # --- compiled code -------------------------------------------------------------------------------
 
 
-_ROOTS = pytest.mark.parametrize(
-    "root", [lambda m: m, nn.Sequential], ids=["alone", "Sequential"]
-)
+_ROOTS = pytest.mark.parametrize("root", [lambda m: m, nn.Sequential], ids=["alone", "Sequential"])
 
 
 @_ROOTS
@@ -351,6 +355,51 @@ def test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recom
         frames.append(counter.frame_count)
     torch._dynamo.reset()
     assert frames[0] == frames[1]
+
+
+class _Logging(nn.Module):
+    """A framework's base (listed after the mixin): its method stores under the model's name."""
+
+    def log_state(self, x: torch.Tensor) -> None:
+        self.h = x.detach()
+
+
+class Logged(autoreg.AutoRegisterMixin, _Logging):
+    forward = _store
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+def test_the_models_store_after_a_framework_stored_a_deleted_name_is_the_same_compiled_first() -> (
+    None
+):
+    """``h`` carried by the model's forward, deleted, then stored by the framework's code (row 4
+    asked again, eager: the framework's, a plain attribute, for good), then the model's forward
+    stores it again. Run eagerly, and compiled after an eager call, that store is plain (the
+    contract's answer; the twin's ``_apply`` would convert it). Compiled without an eager call
+    first it must be the same.
+
+    FAILS: compiled first, it is carried (1 frame: the compiled store neither guards on the
+    name's role, which eager code changed to the framework's, nor reads it; it writes
+    ``CARRIED`` over it). Fails before d2fa2e3 too."""
+    seen = {}
+    for how in ("eager", "eager first", "compiled first"):
+        torch._dynamo.reset()
+        model = Logged()
+        call = model if how == "eager" else torch.compile(model, backend="eager")
+        if how == "eager first":
+            model(torch.ones(2))
+        call(torch.ones(2))
+        del model.h
+        model.log_state(torch.ones(2))  # the framework's store
+        call(torch.ones(2))  # the model's
+        seen[how] = (role(model, "h"), model.double().h.dtype)
+    torch._dynamo.reset()
+    assert seen["eager"] == ("plain", torch.float32)
+    assert seen["eager first"] == seen["eager"]
+    assert seen["compiled first"] == seen["eager"]
 
 
 # --- many names ----------------------------------------------------------------------------------
