@@ -104,7 +104,7 @@ def carried_values(module: nn.Module) -> dict[str, Any]:
 
 def carry(module: nn.Module, name: str) -> None:
     """Record that autoreg carries ``module.name``: its role, and the instance's list of the
-    names it has carried (a name deleted stays in it, its role None, until the list is pruned as
+    names it has carried (a name deleted stays in it, its role kept, until the list is pruned as
     it grows). A name is added to the list in place (a model that makes up names as it runs
     would copy it at every new one), where a copy that bypassed autoreg's hooks may see it: the
     copy's own roles say what it carries (``_state``)."""

@@ -118,7 +118,13 @@ def execute(
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:
-        if registry is None and role != BUFFER and record.direct and name not in module.__dict__:
+        if (
+            registry is None
+            and role != BUFFER
+            and role != CARRIED  # (a carried name deleted keeps its mark, which goes below)
+            and record.direct
+            and name not in module.__dict__
+        ):
             # A new name: where nn.Module.__setattr__ ends for it, minus its type checks.
             if type(value) is nn.Parameter:
                 _add_parameter(module, name, value, slot)

@@ -166,7 +166,7 @@ def situation(
     the answer of row 4 (``_attribution``), judged from that caller's frame, taken only then;
     inside compiled code, read while dynamo traces the assignment (a constant of the graph). Only
     such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
-    ``del``, which forgets its role.
+    ``del``, which forgets a registered name's role.
     """
     cls = type(value)  # kind_of, its fast paths inlined: an assignment's hot path
     if cls is _TENSOR:  # whether it requires grad is read below, where rows 1 to 3 do not decide

@@ -223,7 +223,8 @@ class AutoRegisterMixin(_MixinBase):
                 and s[2] != FRAMEWORK
                 and name not in record.declarations
                 and name not in d  # torch's own state comes under names the module lacks
-                # nor one it carried and deleted since (its own role None, not a copy's name)
+                # nor one it carried once and still lists (given up, then deleted: its own role
+                # None, not a copy's name; a carried name deleted keeps its role)
                 and not (key in d and name in listed(self))
             ):
                 # A first tensor or container stored after construction, under a new name: torch's

@@ -178,7 +178,15 @@ def _replicate(module: nn.Module) -> nn.Module:
     "make_parameter",
     [
         lambda m, p: setattr(m, "h", p),
-        lambda m, p: m.register_parameter("h", p),
+        pytest.param(
+            lambda m, p: m.register_parameter("h", p),
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="not mended (design.md's limits): register_parameter never passes "
+                "__setattr__, so a deleted carried name keeps its mark under the parameter, and "
+                "replicate's copy of it is carried (before d2fa2e3 too)",
+            ),
+        ),
     ],
     ids=["assigned", "registered-by-hand"],
 )
@@ -189,14 +197,11 @@ def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate
     parameter's copy to each replica: torch's own assignment, a plain attribute that ``.to()``
     leaves (row 4, as for every parameter: test_copies), on nn.Module and the twin.
 
-    FAILS: autoreg carries it. ``assigned``: ``self.h = nn.Parameter(...)`` over a name whose
-    role is ``CARRIED`` takes the HAND_OVER fast path of ``_execute.execute`` (registry None,
-    ``role != BUFFER``, direct, name not in ``__dict__``), which returns before ``_give_up``: the
-    original keeps the mark with a parameter under the name (the contract says a parameter takes
-    it away), the replica copies it, and ``__setattr__`` skips torch's check (``role is None``).
-    ``registered-by-hand``: ``register_parameter`` never passes ``__setattr__``, so the mark stays
-    (before d2fa2e3 the name's role was None, but the name was listed, which skipped the same
-    check: it failed there too)."""
+    ``assigned`` failed after d2fa2e3: ``self.h = nn.Parameter(...)`` over a name whose role is
+    ``CARRIED`` took the fast path of ``_execute.execute`` for a new name, which returned before
+    the mark was taken away, and the replica copied the mark. ``registered-by-hand``:
+    ``register_parameter`` never passes ``__setattr__``, so the mark stays (an expected failure;
+    before d2fa2e3 the name was listed with role None, which skipped torch's check too)."""
     module = Stepped()
     module(torch.ones(2))
     del module.h
@@ -335,6 +340,11 @@ def test_a_delattr_of_a_class_of_its_own_leaves_what_the_twin_holds(
 _ROOTS = pytest.mark.parametrize("root", [lambda m: m, nn.Sequential], ids=["alone", "Sequential"])
 
 
+@pytest.mark.xfail(
+    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    reason="not mended (design.md's limits): pruning the list of carried names forgets the mark "
+    "of a name deleted, which compiled code guards on (every del recompiled before d2fa2e3)",
+)
 @_ROOTS
 def test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recompiles_nothing(
     root: Callable[[nn.Module], nn.Module],
@@ -343,9 +353,9 @@ def test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recom
     names and deletes each (enough for the list of carried names to be pruned), then a compiled
     call again: the twin compiles one frame.
 
-    FAILS: autoreg compiles two. ``_carry._pruned`` drops the role key of the deleted ``h`` (a
-    name no longer held), which the compiled store guards on (it read ``CARRIED`` there). Before
-    d2fa2e3 every ``del`` recompiled anyway."""
+    An expected failure: autoreg compiles two. ``_carry._pruned`` drops the role key of the deleted
+    ``h`` (a name no longer held), which the compiled store guards on (it read ``CARRIED`` there).
+    Before d2fa2e3 every ``del`` recompiled anyway."""
     frames = []
     for cls in (Stepped, SteppedTwin):
         torch._dynamo.reset()
@@ -380,14 +390,19 @@ class ReadingTwin(SteppedTwin):
     forward = _store_after_reading
 
 
+@pytest.mark.xfail(
+    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    reason="not mended: dynamo does not guard a key absent from the twin's __dict__, so the "
+    "twin's frame traced without h is reused with h = 3; autoreg guards on the mark (3 against 2)",
+)
 def test_a_value_over_a_deleted_carried_name_between_compiled_calls_compiles_as_the_twin() -> None:
     """An eager call, a compiled call, ``del model.h``, a compiled call, then ``model.h = 3`` (a
     step counter in place of the state) and a compiled call: as many frames as the twin's.
 
-    FAILS: 3 frames against the twin's 2 (torch 2.13). ``model.h = 3`` takes the mark away,
-    which compiled code guards on; the twin's second frame, traced while ``h`` was absent, is
-    reused with ``h = 3`` (dynamo does not guard a key absent from a module's ``__dict__``).
-    Without the ``del`` both compile 2. Fails before d2fa2e3 too."""
+    An expected failure: 3 frames against the twin's 2 (torch 2.13). ``model.h = 3`` takes the mark
+    away, which compiled code guards on; the twin's second frame, traced while ``h`` was absent, is
+    reused with ``h = 3`` (dynamo does not guard a key absent from a module's ``__dict__``). Without
+    the ``del`` both compile 2. Fails before d2fa2e3 too."""
     frames = []
     for cls in (Reading, ReadingTwin):
         torch._dynamo.reset()
@@ -420,6 +435,11 @@ class Logged(autoreg.AutoRegisterMixin, _Logging):
         self.lin = nn.Linear(2, 2)
 
 
+@pytest.mark.xfail(
+    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    reason="not mended (compatibility.md): dynamo does not guard a key absent from __dict__, so "
+    "compiled code traced before the framework's store writes the model's mark over its role",
+)
 def test_the_models_store_after_a_framework_stored_a_deleted_name_is_the_same_compiled_first() -> (
     None
 ):
@@ -429,8 +449,8 @@ def test_the_models_store_after_a_framework_stored_a_deleted_name_is_the_same_co
     contract's answer; the twin's ``_apply`` would convert it). Compiled without an eager call
     first it must be the same.
 
-    FAILS: compiled first, it is carried (1 frame: the compiled store neither guards on the
-    name's role, which eager code changed to the framework's, nor reads it; it writes
+    An expected failure: compiled first, it is carried (1 frame: the compiled store neither guards
+    on the name's role, which eager code changed to the framework's, nor reads it; it writes
     ``CARRIED`` over it). Fails before d2fa2e3 too."""
     seen = {}
     for how in ("eager", "eager first", "compiled first"):
@@ -482,6 +502,12 @@ print(model.h.dtype)
 """
 
 
+@pytest.mark.xfail(
+    torch.__version__ < "2.6",
+    strict=False,  # measured on 2.5.1 (aborts), 2.13 and 2.15 (pass); 2.6 to 2.12 not measured
+    reason="not mended (compatibility.md): dynamo 2.5 aborts the process (failed to add version "
+    "watcher to dict)",
+)
 def test_a_compiled_forward_that_deletes_then_stores_on_a_framework_base_runs_as_the_twins() -> (
     None
 ):
@@ -489,9 +515,9 @@ def test_a_compiled_forward_that_deletes_then_stores_on_a_framework_base_runs_as
     carried state and stores it again runs three times and ``.double()`` converts it, as for the
     twin. Run in a subprocess: what it found kills the process.
 
-    FAILS on torch 2.5.1 only (passes on 2.13 and 2.15): the second compiled call aborts the
-    interpreter ("terminate called after throwing an instance of 'std::runtime_error' what():
-    failed to add version watcher to dict!", exit status -6), after dynamo's graph breaks on
+    An expected failure on torch 2.5.1 only (passes on 2.13 and 2.15): the second compiled call
+    aborts the interpreter ("terminate called after throwing an instance of 'std::runtime_error'
+    what(): failed to add version watcher to dict!", exit status -6), after dynamo's graph breaks on
     ``sys._getframe`` (row 4's walk) and ``dict.get``. Not on autoreg.Module, not with a forward
     that only stores or only deletes, not on the twin. Fails before d2fa2e3 too."""
     root = str(os.path.dirname(os.path.dirname(os.path.abspath(autoreg.__file__))))
