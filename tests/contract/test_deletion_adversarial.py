@@ -7,14 +7,16 @@ frames, errors) with the twin: a hand-written ``nn.Module`` that registers its c
 tensors and whose own ``_apply`` converts its runtime tensors. Where the twin is ``nn.Module``
 itself (torch's own assignments, row 4), that is said.
 
-Found failing (each docstring says why, and whether it failed before d2fa2e3):
+Found failing when written (each docstring says why, and whether it failed before d2fa2e3):
+the ``assigned`` case of
 ``test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate_as_on_nn_module``,
-``test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recompiles_nothing`` and
+mended since (47368e3); its ``registered-by-hand`` case,
+``test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recompiles_nothing``,
 ``test_the_models_store_after_a_framework_stored_a_deleted_name_is_the_same_compiled_first``,
-``test_a_value_over_a_deleted_carried_name_between_compiled_calls_compiles_as_the_twin``
-and,
-on torch 2.5.1 only,
-``test_a_compiled_forward_that_deletes_then_stores_on_a_framework_base_runs_as_the_twins``.
+``test_a_value_over_a_deleted_carried_name_between_compiled_calls_compiles_as_the_twin`` and, on
+torch 2.5.1 only,
+``test_a_compiled_forward_that_deletes_then_stores_on_a_framework_base_runs_as_the_twins``,
+expected failures, each marker saying why.
 The others pass, and each names the mutation of autoreg it catches.
 """
 
