@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import importlib
 import os
 import pickle
 import subprocess
@@ -42,6 +41,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._subclasses.fake_tensor import FakeTensor
 
 import autoreg
+from tests.contract.test_copies import _replicate
 from tests.support import role
 
 try:
@@ -65,14 +65,8 @@ class Stepped(autoreg.Module):
         self.lin = nn.Linear(2, 2)
 
 
-class SteppedTwin(nn.Module):
-    """The twin: its own ``_apply`` converts the plain tensors it holds (its runtime state)."""
-
-    forward = _store
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(2, 2)
+class _ConvertsItsState(nn.Module):
+    """The twin's ``_apply``: it converts the plain tensors it holds (its runtime state)."""
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         result = super()._apply(fn, recurse)
@@ -80,6 +74,16 @@ class SteppedTwin(nn.Module):
             if type(value) is torch.Tensor:
                 self.__dict__[name] = fn(value)
         return result
+
+
+class SteppedTwin(_ConvertsItsState):
+    """The twin of ``Stepped``."""
+
+    forward = _store
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
 
 
 class Textbook(Stepped):
@@ -152,30 +156,6 @@ def test_a_copy_made_after_a_deletion_carries_what_it_and_its_original_store_nex
 # --- what is assigned or registered after a deletion --------------------------------------------
 
 
-def _replicate(module: nn.Module) -> nn.Module:
-    """``torch.nn.parallel.replicate`` for one device without a GPU, as test_copies does: its
-    broadcast replaced by copies made the way it makes them (a parameter's copy is an autograd
-    result), which torch assigns to the replica under the parameters' names."""
-    source = importlib.import_module("torch.nn.parallel.replicate")
-
-    def broadcast(
-        tensors: list[torch.Tensor], devices: list[int], detach: bool = False
-    ) -> list[list[torch.Tensor]]:
-        return [
-            [t * 1 if t.requires_grad and not detach else t.detach().clone() for t in tensors]
-            for _ in devices
-        ]
-
-    saved = (source._broadcast_coalesced_reshape, source._get_device_index)
-    source._broadcast_coalesced_reshape = broadcast
-    source._get_device_index = lambda device, optional=False: device
-    try:
-        (replica,) = source.replicate(module, [0])
-    finally:
-        source._broadcast_coalesced_reshape, source._get_device_index = saved
-    return replica
-
-
 @pytest.mark.parametrize(
     "make_parameter",
     [
@@ -194,6 +174,7 @@ def _replicate(module: nn.Module) -> nn.Module:
 )
 def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate_as_on_nn_module(
     make_parameter: Callable[[nn.Module, nn.Parameter], None],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``h`` carried, deleted, then a parameter under its name. ``replicate`` assigns the
     parameter's copy to each replica: torch's own assignment, a plain attribute that ``.to()``
@@ -208,7 +189,7 @@ def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate
     module(torch.ones(2))
     del module.h
     make_parameter(module, nn.Parameter(torch.ones(2)))
-    replica = _replicate(module)
+    replica = _replicate(module, monkeypatch)
     assert replica.__dict__["h"].grad_fn is not None  # torch's copy, as a plain attribute
     assert role(replica, "h") == "plain"
 
@@ -284,19 +265,12 @@ class RefusingModel(autoreg.AutoRegisterMixin, _Refusing):
         self.lin = nn.Linear(2, 2)
 
 
-class RefusingTwin(_Refusing):
+class RefusingTwin(_ConvertsItsState, _Refusing):
     forward = _store
 
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(2, 2)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> Any:
-        result = super()._apply(fn, recurse)
-        for name, value in list(vars(self).items()):
-            if type(value) is torch.Tensor:
-                self.__dict__[name] = fn(value)
-        return result
 
 
 class ResettingModel(_Resetting, autoreg.Module):
