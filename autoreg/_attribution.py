@@ -29,7 +29,11 @@ to assign a name), and kept in the class record: the code objects of its classes
 id, with each code object, which the class keeps alive anyway. Code outside the classes (a notebook
 cell, ``exec``) is never kept. Inside code dynamo compiles, frames cannot be walked:
 ``compiled_attribution`` runs when dynamo traces the assignment, and reads the same answer from
-the functions dynamo is inlining there and the frames that called the compiled one.
+the functions dynamo is inlining there and the frames that called the compiled one. A store that
+dynamo runs eagerly inside a compiled function (a graph break at the store) is read by a walk past
+dynamo (``attribute_past_dynamo``). A frame running code dynamo made (a function's compiled
+bytecode, a resume function after a graph break) is read as the function it was made from
+(``source_code``: dynamo's own maps, by identity).
 """
 
 from __future__ import annotations
@@ -49,7 +53,15 @@ from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import ClassRecord
 from ._state import FRAMEWORK, MODEL, PASS
 
-__all__ = ["CONSTANT_RESULT", "attribute", "compiled_attribution", "inlined_codes", "judge_codes"]
+__all__ = [
+    "CONSTANT_RESULT",
+    "attribute",
+    "attribute_past_dynamo",
+    "compiled_attribution",
+    "inlined_codes",
+    "judge_codes",
+    "source_code",
+]
 
 # What torch.compiler.assume_constant_result sets on a function: dynamo calls such a function while
 # it traces, and puts its result in the graph as a constant.
@@ -65,9 +77,13 @@ def attribute(record: ClassRecord, frame: types.FrameType | None, name: str, val
     callers), on an instance of ``record``'s class."""
     codes = record.codes if record.codes is not None else judge_codes(record)
     roots = record.roots
+    dynamo = sys.modules.get("torch._dynamo.utils")  # loaded: frames may run code it compiled
     while frame is not None:
         code = frame.f_code
         entry = codes.get(id(code))
+        if entry is None and dynamo is not None:
+            code = source_code(code)
+            entry = codes.get(id(code))
         if entry is not None:
             verdict = entry[1]
             if verdict == _AMBIGUOUS:
@@ -96,6 +112,7 @@ def compiled_attribution(cls: type) -> str:
         return FRAMEWORK
     roots = record.roots
     for code in inlined:
+        code = source_code(code)  # a resume function dynamo traces: the function it resumes
         entry = codes.get(id(code))
         if entry is not None:
             if entry[1] == _AMBIGUOUS:
@@ -112,6 +129,61 @@ def compiled_attribution(cls: type) -> str:
 # calling it: on most supported torch versions it imports torch._dynamo, and every eager program
 # on autoreg would import torch.compile's front end (1.7 s).
 setattr(compiled_attribution, CONSTANT_RESULT, True)
+
+
+def source_code(code: types.CodeType) -> types.CodeType:
+    """The code of the function whose frame runs ``code``: ``code`` itself, unless dynamo made it
+    (the bytecode it compiled a frame into, or a resume function that runs the rest of a frame
+    after a graph break, which are told by dynamo's own maps, by identity)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return code
+    resume = sys.modules.get("torch._dynamo.resume_execution")
+    try:
+        for _ in range(_MAX_MAPPINGS):
+            original = utils.orig_code_map.get(code)
+            if original is None and resume is not None:
+                meta = resume.ContinueExecutionCache.generated_code_metadata.get(code)
+                original = None if meta is None else meta.code
+            if original is None or original is code:
+                break
+            code = original
+    except Exception:  # noqa: BLE001 - dynamo's internals changed: what was found so far
+        return code
+    return code
+
+
+_MAX_MAPPINGS: Final = 64  # a resume function of a resume function ...: bounded all the same
+
+
+def attribute_past_dynamo(record: ClassRecord, name: str, value: object) -> str:
+    """``attribute`` for an eager ``__setattr__`` of the mixin's whose callee dynamo compiles as
+    a frame of its own: inside a compiled function, a store dynamo cannot trace (a warning) runs
+    eagerly, and dynamo never compiles ``__setattr__`` frames but compiles the functions they
+    call, where it cannot trace ``sys._getframe``. The frames are walked by eager Python, past
+    dynamo (``torch.compiler.disable``, made on first use: dynamo is loaded then), from the
+    mixin's ``__setattr__``; none found: cannot tell, nn.Module's rules."""
+    global _attribute_eagerly_past_dynamo
+    if _attribute_eagerly_past_dynamo is None:
+        import torch
+
+        disable: Any = torch.compiler.disable
+        _attribute_eagerly_past_dynamo = disable(_attribute_eagerly)
+    verdict: str = _attribute_eagerly_past_dynamo(record, name, value)
+    return verdict
+
+
+def _attribute_eagerly(record: ClassRecord, name: str, value: object) -> str:
+    frame: types.FrameType | None = sys._getframe(1)
+    setattr_codes = record.setattr_codes
+    while frame is not None and id(frame.f_code) not in setattr_codes:
+        frame = frame.f_back  # dynamo's frames, and the one it compiled
+    if frame is None:
+        return FRAMEWORK
+    return attribute(record, frame, name, value)  # attribute walks past the overrides
+
+
+_attribute_eagerly_past_dynamo: Any = None
 
 
 def inlined_codes() -> list[types.CodeType] | None:

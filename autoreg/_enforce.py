@@ -9,10 +9,11 @@ the first time a class sees a (concern, name): the steady-state assignment path 
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 import warnings
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -20,7 +21,7 @@ from torch import nn
 from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
 from ._errors import AutoRegisterWarning, UnregisteredTensorError
-from ._facts import why_no_buffer_slot
+from ._facts import is_compiling, why_no_buffer_slot
 from ._messages.contract import (
     CARRIED_COMPLEX,
     CARRY_COMPLEX,
@@ -36,7 +37,7 @@ from ._messages.contract import (
     WARN_UNDECLARED,
 )
 from ._messages.describe import describe
-from ._paths import AUTOREG_DIR
+from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import ClassRecord
 from ._walk import loose_tensors
 
@@ -114,20 +115,34 @@ def _warn_once(record: ClassRecord, concern: Concern, name: str, message: str) -
     key = (concern.value, name)
     if key not in record.warned:
         record.warned.add(key)
-        warnings.warn(message, AutoRegisterWarning, stacklevel=_assignment_level(record))
+        if is_compiling():
+            # Frames cannot be walked in code dynamo compiles (the frame of this function, or of
+            # a caller it inlines): warned past dynamo, which breaks the graph, as warnings.warn
+            # does. Made on first use: dynamo is loaded then.
+            global _warn_past_dynamo
+            if _warn_past_dynamo is None:
+                disable: Any = torch.compiler.disable
+                _warn_past_dynamo = disable(_warn)
+            _warn_past_dynamo(record, message)
+        else:
+            _warn(record, message)
 
 
-def _assignment_level(record: ClassRecord) -> int:
-    """The ``stacklevel`` of the user's assignment: the first frame that runs neither autoreg's
-    code nor one of the ``__setattr__`` overrides of the instance's classes (by identity, as
-    ``_facts._assigner`` walks: a decorated override's frame is its wrapper's)."""
-    if torch.compiler.is_compiling():
-        return 2  # frames cannot be walked there; warnings.warn breaks the graph all the same
-    frame: types.FrameType | None = sys._getframe(2)  # the caller of _warn_once's caller
+def _warn(record: ClassRecord, message: str) -> None:
+    """``warnings.warn`` at the user's assignment: the first frame out from here that runs
+    neither autoreg's code, nor one of the ``__setattr__`` overrides of the instance's classes (by
+    identity, as ``_facts._assigner`` walks: a decorated override's frame is its wrapper's), nor
+    dynamo's (its wrapper around a function run past it)."""
+    frame: types.FrameType | None = sys._getframe(1)
     level = 2
     while frame is not None and (
-        frame.f_code.co_filename.startswith(AUTOREG_DIR) or id(frame.f_code) in record.setattr_codes
+        frame.f_code.co_filename.startswith(_NOT_THE_USERS)
+        or id(frame.f_code) in record.setattr_codes
     ):
         frame = frame.f_back
         level += 1
-    return level
+    warnings.warn(message, AutoRegisterWarning, stacklevel=level)
+
+
+_NOT_THE_USERS: Final = (AUTOREG_DIR, os.path.join(TORCH_DIR, "_dynamo", ""))
+_warn_past_dynamo: Any = None

@@ -30,7 +30,13 @@ from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
-from ._attribution import CONSTANT_RESULT, attribute, compiled_attribution, inlined_codes
+from ._attribution import (
+    CONSTANT_RESULT,
+    attribute,
+    attribute_past_dynamo,
+    compiled_attribution,
+    inlined_codes,
+)
 from ._record import CACHE_LIMIT, ClassRecord
 from ._state import CARRIED, CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
 from ._walk import CONTAINERS
@@ -203,7 +209,10 @@ def situation(
         if compiling:  # read while dynamo traces: a constant of the compiled code
             role = compiled_attribution(record.cls)
         elif from_setattr:
-            role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
+            if is_compiling():  # an eager __setattr__ inside a compiled function called this
+                role = attribute_past_dynamo(record, name, value)  # (which dynamo compiles)
+            else:
+                role = attribute(record, sys._getframe(2), name, value)  # 0: this, 1: __setattr__
     slot = None
     derived: bool | None = False
     # What .to() may convert, and a new nn.Parameter, consult the class (m.x = 1 tests two kinds)
@@ -223,8 +232,8 @@ def situation(
                 name + "_v" in parameters and name + "_g" in parameters
             ):  # a utility's first write, before its hook exists, is told by its code
                 derived = (
-                    None
-                    if compiling or not from_setattr
+                    None  # (nor in a callee of an eager __setattr__ that dynamo compiles)
+                    if compiling or not from_setattr or is_compiling()
                     else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
     constructing = (

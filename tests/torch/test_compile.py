@@ -380,8 +380,41 @@ def test_warn_mode_first_assignment_inside_a_compiled_forward_is_a_graph_break()
     call, or leave fullgraph off (the break happens on the first call only)."""
     auto = AutoCacheWarnCompiledFirst()
 
-    with pytest.raises(torch._dynamo.exc.Unsupported, match=r"_warnings\.warn"):
+    # Warned past dynamo (torch.compiler.disable), where the user's assignment can be found.
+    torch.compiler.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=r"disable"):
         torch.compile(auto, backend="eager", fullgraph=True)(torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("base", ["module", "framework base"])
+@EAGER_FIRST
+def test_warn_modes_warning_inside_a_compiled_forward_points_at_the_assignment(
+    base: str, eager_first: bool
+) -> None:
+    """Warn mode's warning about a first store inside a compiled forward names the user's file
+    and line, as in eager code (it named autoreg's ``_enforce.py`` when compiled: frames were
+    not walked there)."""
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        self.h = x * 2  # the assignment the warning points at
+        return self.lin(x)
+
+    bases = (autoreg.Module,) if base == "module" else (autoreg.AutoRegisterMixin, Framework)
+
+    def init(self: nn.Module) -> None:
+        super(type(self), self).__init__()
+        self.lin = nn.Linear(3, 3)
+
+    cls = type("Pointed", bases, {"__init__": init, "forward": forward}, warn=True)
+    torch._dynamo.reset()
+    module = cls()
+    compiled = torch.compile(module, backend="eager")
+    call = (lambda x: (module(x), compiled(x))) if eager_first else compiled
+    with pytest.warns(autoreg.AutoRegisterWarning, match=r"Pointed\.h ") as caught:
+        call(torch.ones(2, 3))
+    line = forward.__code__.co_firstlineno + 1
+    ours = [w for w in caught if issubclass(w.category, autoreg.AutoRegisterWarning)]
+    assert [(w.filename, w.lineno) for w in ours] == [(__file__, line)]
 
 
 def _keep_first(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -430,24 +463,16 @@ def test_a_forward_with_no_tensor_operation_compiles_as_often_as_the_twin(
     assert frames(auto_cls) == frames(twin_cls)
 
 
-@pytest.mark.xfail(
-    strict=True,  # measured on 2.5.1, 2.13 and 2.15
-    raises=(UserWarning, AttributeError),
-    reason="not mended (compatibility.md): dynamo compiles autoreg's reading of the facts as a "
-    "frame of its own, where it cannot trace row 4's walk of the frames: it warns (an error "
-    "under -W error), and on 2.5.1 raises AttributeError",
-)
 @pytest.mark.parametrize("held", ["list", "tensor"])
 def test_warn_mode_first_store_of_a_framework_model_inside_a_compiled_forward_is_carried(
     held: str,
 ) -> None:
     """A class on a framework base in warn mode whose compiled forward first stores a new name,
-    without an eager call first: the warning breaks the graph, and dynamo compiles autoreg's
-    reading of the facts as a frame of its own. Its walk of the frames (row 4) makes dynamo warn
-    that it cannot trace ``sys._getframe`` (2.13, 2.15), and on 2.5.1 resumes with a frame of None
-    and raises AttributeError out of the forward. Answering there as compiled code does (from the
-    functions dynamo traces) passed this on 2.13 and 2.15, but dynamo 2.5.1 compiles that frame
-    after many other graph breaks, and its code for it raised TypeError in 15 compile tests."""
+    without an eager call first: the warning breaks the graph, the store runs eagerly, and dynamo
+    compiles as frames of their own the functions the eager ``__setattr__`` calls. Row 4's walk of
+    the frames there made dynamo warn that it cannot trace ``sys._getframe`` (an error under
+    ``-W error``; 2.13, 2.15), and on 2.5.1 resume with a frame of None and raise AttributeError
+    out of the forward: it is walked past dynamo (``_attribution.attribute_past_dynamo``)."""
 
     def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
         self.h = [x * 2] if held == "list" else x * 2
@@ -514,6 +539,99 @@ class Framework(nn.Module):
 
     def note(self, value: torch.Tensor) -> None:
         self.noted = value  # a name the framework first creates at run time
+
+
+class _StoreBreakingFramework(Framework):
+    """A framework base whose own ``__setattr__`` dynamo cannot trace: inside a compiled
+    function every store on it runs eagerly, and dynamo compiles as frames of their own the
+    functions the mixin's eager ``__setattr__`` calls."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        torch._dynamo.graph_break()
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("mode", [{}, {"warn": True}], ids=["register", "warn"])
+@pytest.mark.parametrize("whose", ["model", "framework"])
+def test_row_4_on_a_store_run_eagerly_inside_a_compiled_forward_is_eager_codes(
+    mode: dict[str, bool], whose: str
+) -> None:
+    """Row 4 read for a store that a compiled forward runs eagerly (the base's ``__setattr__``
+    breaks the graph), without an eager call first: the model's first store of a new name is
+    carried, the framework's (``note``) stays a plain attribute, as in eager code, and dynamo
+    warns about nothing (before: a warning that it cannot trace ``sys._getframe``, 2.13 and 2.15;
+    on 2.5.1 an AttributeError out of the forward)."""
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if whose == "model":
+            self.noted = x * 2
+        else:
+            self.note(x * 2)
+        return self.lin(x)
+
+    bases = (autoreg.AutoRegisterMixin, _StoreBreakingFramework)
+    cls = type("BreakingStores", bases, {"forward": forward}, **mode)
+    torch._dynamo.reset()
+    module = cls()
+    with warnings.catch_warnings():
+        if whose == "model" and mode:
+            warnings.filterwarnings("ignore", category=autoreg.AutoRegisterWarning)
+        torch.compile(module, backend="eager")(torch.ones(2, 3))
+    expected = "carried" if whose == "model" else "plain"
+    assert role(module, "noted") == expected
+    assert module.double().noted.dtype == (torch.float64 if whose == "model" else torch.float32)
+
+
+class _BreakingNoteFramework(Framework):
+    def note_after_a_break(self, value: torch.Tensor) -> None:
+        torch._dynamo.graph_break()
+        self.noted = value  # traced in a resume function of this method
+
+
+@pytest.mark.parametrize("whose", ["model", "framework"])
+def test_row_4_on_a_store_after_a_graph_break_is_eager_codes(whose: str) -> None:
+    """A first store of a new name right after a graph break, in compiled code without an eager
+    call first: dynamo traces it in a resume function, whose code is dynamo's, not the method's.
+    Row 4 reads it as the function it resumes: the model's store is carried, the framework's
+    method's a plain attribute, as in eager code."""
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if whose == "model":
+            torch._dynamo.graph_break()
+            self.noted = x * 2
+        else:
+            self.note_after_a_break(x * 2)
+        return self.lin(x)
+
+    cls = type("BreakingNotes", (autoreg.AutoRegisterMixin, _BreakingNoteFramework),
+               {"forward": forward})  # fmt: skip
+    torch._dynamo.reset()
+    module = cls()
+    torch.compile(module, backend="eager")(torch.ones(2, 3))
+    assert role(module, "noted") == ("carried" if whose == "model" else "plain")
+
+
+def test_a_framework_model_built_in_a_compiled_function_and_given_a_tensor_there_carries_it() -> (
+    None
+):
+    """Built inside a compiled function, then given a tensor by that function: the tensor is
+    carried, as when both run eagerly (code outside the module assigns: the model's), and dynamo
+    warns about nothing (before: it compiled autoreg's reading of the store as a frame of its
+    own and warned that it cannot trace ``sys._getframe``, an error under ``-W error``)."""
+
+    class Built(autoreg.AutoRegisterMixin, Framework):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x)
+
+    def build(x: torch.Tensor) -> tuple[torch.Tensor, nn.Module]:
+        module = Built()
+        module.extra = x * 2
+        return module(x), module
+
+    torch._dynamo.reset()
+    _, module = torch.compile(build, backend="eager")(torch.ones(2, 3))
+    assert role(module, "extra") == "carried"
+    assert module.double().extra.dtype == torch.float64
 
 
 def _recurrent_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
