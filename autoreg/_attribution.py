@@ -61,6 +61,7 @@ __all__ = [
     "inlined_codes",
     "judge_codes",
     "source_code",
+    "warn_at_assignment",
 ]
 
 # What torch.compiler.assume_constant_result sets on a function: dynamo calls such a function while
@@ -251,7 +252,7 @@ def _undetermined(record: ClassRecord, name: str, value: object, code: types.Cod
         framework=framework.__name__,
         function=code.co_name,
     )
-    warnings.warn(message, AutoRegisterWarning, stacklevel=_user_level())
+    warn_at_assignment(record, message)
 
 
 def _has_code(klass: type, code: types.CodeType) -> Iterator[bool]:
@@ -259,13 +260,23 @@ def _has_code(klass: type, code: types.CodeType) -> Iterator[bool]:
         yield any(found is code for found, _ in _codes(attribute, set()))
 
 
-def _user_level() -> int:
-    frame: types.FrameType | None = sys._getframe(2)
+def warn_at_assignment(record: ClassRecord, message: str) -> None:
+    """``warnings.warn`` at the user's assignment: the first frame out from here that runs
+    neither autoreg's code, nor one of the ``__setattr__`` overrides of the instance's classes (by
+    identity, as ``_facts._assigner`` walks: a decorated override's frame is its wrapper's), nor
+    dynamo's (its wrapper around a function run past it). Eager code only."""
+    frame: types.FrameType | None = sys._getframe(1)
     level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(AUTOREG_DIR):
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_NOT_THE_USERS)
+        or id(frame.f_code) in record.setattr_codes
+    ):
         frame = frame.f_back
         level += 1
-    return level
+    warnings.warn(message, AutoRegisterWarning, stacklevel=level)
+
+
+_NOT_THE_USERS: Final = (AUTOREG_DIR, os.path.join(TORCH_DIR, "_dynamo", ""))
 
 
 # --- what the classes hold, read once per class ---------------------------------------------

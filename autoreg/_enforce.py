@@ -9,18 +9,15 @@ the first time a class sees a (concern, name): the steady-state assignment path 
 
 from __future__ import annotations
 
-import os
-import sys
-import types
-import warnings
-from typing import Any, Final
+from typing import Any
 
 import torch
 from torch import nn
 
+from ._attribution import warn_at_assignment
 from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
-from ._errors import AutoRegisterWarning, UnregisteredTensorError
+from ._errors import UnregisteredTensorError
 from ._facts import is_compiling, why_no_buffer_slot
 from ._messages.contract import (
     CARRIED_COMPLEX,
@@ -37,7 +34,6 @@ from ._messages.contract import (
     WARN_UNDECLARED,
 )
 from ._messages.describe import describe
-from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import ClassRecord
 from ._walk import loose_tensors
 
@@ -122,27 +118,10 @@ def _warn_once(record: ClassRecord, concern: Concern, name: str, message: str) -
             global _warn_past_dynamo
             if _warn_past_dynamo is None:
                 disable: Any = torch.compiler.disable
-                _warn_past_dynamo = disable(_warn)
+                _warn_past_dynamo = disable(warn_at_assignment)
             _warn_past_dynamo(record, message)
         else:
-            _warn(record, message)
+            warn_at_assignment(record, message)
 
 
-def _warn(record: ClassRecord, message: str) -> None:
-    """``warnings.warn`` at the user's assignment: the first frame out from here that runs
-    neither autoreg's code, nor one of the ``__setattr__`` overrides of the instance's classes (by
-    identity, as ``_facts._assigner`` walks: a decorated override's frame is its wrapper's), nor
-    dynamo's (its wrapper around a function run past it)."""
-    frame: types.FrameType | None = sys._getframe(1)
-    level = 2
-    while frame is not None and (
-        frame.f_code.co_filename.startswith(_NOT_THE_USERS)
-        or id(frame.f_code) in record.setattr_codes
-    ):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, AutoRegisterWarning, stacklevel=level)
-
-
-_NOT_THE_USERS: Final = (AUTOREG_DIR, os.path.join(TORCH_DIR, "_dynamo", ""))
 _warn_past_dynamo: Any = None

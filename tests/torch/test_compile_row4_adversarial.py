@@ -556,12 +556,6 @@ def _cannot_tell(base: type[nn.Module], compiled: bool) -> list[tuple[str, int]]
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,  # measured on 2.5.1, 2.13, 2.15
-    reason="attribute_past_dynamo -> attribute -> _undetermined warns at _user_level(), which "
-    "skips autoreg's frames only: the first frame past them is dynamo's disable wrapper "
-    "(torch/_dynamo/eval_frame.py), not the user's line (_enforce._warn skips torch/_dynamo)",
-)
 def test_warn_modes_cannot_tell_warning_for_a_store_run_eagerly_points_at_the_assignment() -> None:
     """Warn mode, one function set on the model's class and on a framework base (no cell tells
     which runs), its store run eagerly inside a compiled forward (the base's ``__setattr__``
