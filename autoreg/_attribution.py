@@ -43,7 +43,7 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ._errors import AutoRegisterWarning
@@ -88,7 +88,7 @@ def attribute(record: ClassRecord, frame: types.FrameType | None, name: str, val
         if entry is not None:
             verdict = entry[1]
             if verdict == _AMBIGUOUS:
-                verdict = _resolve(record, code, frame)
+                verdict = _resolve(record, code, frame.f_locals)
                 if verdict == _AMBIGUOUS:
                     _undetermined(record, name, value, code)
                     return FRAMEWORK
@@ -108,18 +108,21 @@ def compiled_attribution(cls: type) -> str:
     tell nothing. When dynamo's tracing state cannot be read, it cannot tell: nn.Module's rules."""
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     codes = record.codes if record.codes is not None else judge_codes(record)
-    inlined = inlined_codes()
-    if inlined is None:
+    traced = _translators()
+    if traced is None:
         return FRAMEWORK
     roots = record.roots
-    for code in inlined:
-        code = source_code(code)  # a resume function dynamo traces: the function it resumes
+    for tx in traced:
+        code = source_code(tx.f_code)  # a resume function dynamo traces: the function it resumes
         entry = codes.get(id(code))
         if entry is not None:
-            if entry[1] == _AMBIGUOUS:
-                return FRAMEWORK  # no frame to read its cells from: cannot tell
-            if entry[1] != PASS:
-                return entry[1]
+            verdict = entry[1]
+            if verdict == _AMBIGUOUS:
+                verdict = _resolve(record, code, _traced_cells(tx, code))
+                if verdict == _AMBIGUOUS:
+                    return FRAMEWORK  # nothing tells: cannot tell (eager code would say so)
+            if verdict != PASS:
+                return verdict
         elif roots and code.co_filename.startswith(roots):
             return FRAMEWORK
     return attribute(record, sys._getframe(1), "", None)
@@ -185,31 +188,67 @@ def _attribute_eagerly(record: ClassRecord, name: str, value: object) -> str:
 
 
 _attribute_eagerly_past_dynamo: Any = None
+_UNREAD: Final = object()
 
 
 def inlined_codes() -> list[types.CodeType] | None:
     """The code objects dynamo is tracing, innermost first (the function it inlines last, ...,
     the function it compiles); None when its state cannot be read."""
+    traced = _translators()
+    return None if traced is None else [tx.f_code for tx in traced]
+
+
+def _translators() -> list[Any] | None:
+    """Dynamo's translators of the functions it is tracing, innermost first; None when its state
+    cannot be read."""
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx: Any = InstructionTranslator.current_tx().output.current_tx
         found = []
         while tx is not None:
-            found.append(tx.f_code)
+            found.append(tx)
             tx = getattr(tx, "parent", None)
     except Exception:  # noqa: BLE001 - dynamo's internals changed: cannot tell
         return None
     return found
 
 
-def _resolve(record: ClassRecord, code: types.CodeType, frame: types.FrameType) -> str:
-    """Which function a frame runs whose code is both the model's and a framework's: its class
-    (the ``__class__`` cell of a method that calls ``super()``), else what it closes over."""
+def _traced_cells(tx: Any, code: types.CodeType) -> dict[str, object]:
+    """What the function a dynamo translator ``tx`` traces closes over, by name, as ``_resolve``
+    reads a frame's ``f_locals``: the cells of the function it inlines (``funcvar``) or of the
+    frame it compiles (``closure``); on dynamo versions that keep neither, the values it read
+    from them (a class, an object: compared by identity). Nothing when ``tx`` runs other code
+    than ``code`` (a resume function) or dynamo's state cannot be read: cannot tell."""
+    if tx.f_code is not code:
+        return {}
+    try:
+        closure = None
+        funcvar = getattr(tx, "funcvar", None)
+        if funcvar is not None:
+            function = funcvar.get_function()
+            if getattr(function, "__code__", None) is code:
+                closure = function.__closure__
+        elif getattr(tx, "closure", None) is not None:
+            closure = tx.closure
+        if closure is not None:
+            return {
+                var: _contents(cell) for var, cell in zip(code.co_freevars, closure, strict=True)
+            }
+        read = getattr(tx, "symbolic_locals", {})  # dynamo 2.5: what it made of each cell
+        found = {var: getattr(read.get(var), "value", _UNREAD) for var in code.co_freevars}
+        return {var: value for var, value in found.items() if value is not _UNREAD}
+    except Exception:  # noqa: BLE001 - dynamo's internals changed: cannot tell
+        return {}
+
+
+def _resolve(record: ClassRecord, code: types.CodeType, local: Mapping[str, object]) -> str:
+    """Which function runs ``code``, both the model's and a framework's, in a frame whose
+    ``f_locals`` (or what dynamo read of them) is ``local``: its class (the ``__class__`` cell of a
+    method that calls ``super()``), else what it closes over."""
     free = code.co_freevars
     if not free:
         return _AMBIGUOUS
-    local = frame.f_locals
     if "__class__" in free:
         owner = local.get("__class__")
         if owner in record.model_classes:
