@@ -51,7 +51,7 @@ from ._messages.contract import UNDETERMINED_OWNER
 from ._messages.describe import describe
 from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import ClassRecord
-from ._state import FRAMEWORK, MODEL, PASS
+from ._state import FRAMEWORK, MODEL, PASS, UNDECIDED
 
 __all__ = [
     "CONSTANT_RESULT",
@@ -105,7 +105,9 @@ def compiled_attribution(cls: type) -> str:
     ``cls``: called by dynamo while it traces, never at run time (its answer is a constant of the
     compiled code). The frames it walks are the functions dynamo inlines down to the assignment,
     then the real frames that called the compiled function; autoreg's and torch's own (dynamo's)
-    tell nothing. When dynamo's tracing state cannot be read, it cannot tell: nn.Module's rules."""
+    tell nothing. When dynamo's tracing state cannot be read, it cannot tell: nn.Module's rules.
+    When the code of both sides runs and nothing tells which, in warn or strict mode
+    ``UNDECIDED``: the store is left to eager code, which says so at the user's line."""
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     codes = record.codes if record.codes is not None else judge_codes(record)
     traced = _translators()
@@ -119,8 +121,8 @@ def compiled_attribution(cls: type) -> str:
             verdict = entry[1]
             if verdict == _AMBIGUOUS:
                 verdict = _resolve(record, code, _traced_cells(tx, code))
-                if verdict == _AMBIGUOUS:
-                    return FRAMEWORK  # nothing tells: cannot tell (eager code would say so)
+                if verdict == _AMBIGUOUS:  # nothing tells: nn.Module's rules, which warn and
+                    return UNDECIDED if record.loud else FRAMEWORK  # strict mode say (eagerly)
             if verdict != PASS:
                 return verdict
         elif roots and code.co_filename.startswith(roots):
@@ -235,9 +237,15 @@ def _traced_cells(tx: Any, code: types.CodeType) -> dict[str, object]:
             return {
                 var: _contents(cell) for var, cell in zip(code.co_freevars, closure, strict=True)
             }
-        read = getattr(tx, "symbolic_locals", {})  # dynamo 2.5: what it made of each cell
-        found = {var: getattr(read.get(var), "value", _UNREAD) for var in code.co_freevars}
-        return {var: value for var, value in found.items() if value is not _UNREAD}
+        read = getattr(tx, "symbolic_locals", {})  # dynamo 2.5 to 2.12: what it made of each cell
+        found = {}
+        for var in code.co_freevars:
+            made = read.get(var)
+            made = getattr(made, "pre_existing_contents", made)  # a cell's (2.6 on)
+            value = getattr(made, "value", _UNREAD)  # a class, an object, read as such
+            if value is not _UNREAD:
+                found[var] = value
+        return found
     except Exception:  # noqa: BLE001 - dynamo's internals changed: cannot tell
         return {}
 

@@ -86,6 +86,7 @@ from ._state import (
     PENDING,
     PICKLED,
     SUPER_INIT,
+    UNDECIDED,
     role_key,
 )
 
@@ -150,6 +151,9 @@ class AutoRegisterMixin(_MixinBase):
             role_at = role_key(name)
             role = d.get(role_at)
             s = situation(record, d, name, value, role, True)
+            if s[2] is UNDECIDED:  # row 4 cannot tell here, and warn or strict mode says so
+                _store_past_dynamo(self, name, value)  # eagerly: a graph break, as a warning is
+                return
             if (
                 role is None
                 and s[3] is None
@@ -365,6 +369,20 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
     cls.__autoreg__ = record  # type: ignore[attr-defined]
     prepare(cls)
+
+
+def _store_past_dynamo(module: nn.Module, name: str, value: Any) -> None:
+    """``module.name = value`` by eager Python, past dynamo (``torch.compiler.disable``, made on
+    first use: dynamo is loaded then): the mixin's ``__setattr__`` reads the facts from the
+    frames, as in eager code."""
+    global _setattr_past_dynamo
+    if _setattr_past_dynamo is None:
+        disable: Any = torch.compiler.disable
+        _setattr_past_dynamo = disable(AutoRegisterMixin.__setattr__)
+    _setattr_past_dynamo(module, name, value)
+
+
+_setattr_past_dynamo: Any = None
 
 
 def _set_up_past_dynamo(cls: type, keywords: dict[str, bool | None]) -> None:

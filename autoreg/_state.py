@@ -98,6 +98,9 @@ CARRIED: Final = "carried"
 FRAMEWORK: Final = "framework"
 MODEL: Final = "model"
 PASS: Final = "pass"  # noqa: S105 - a frame that does not tell whose an assignment is (row 4)
+# Row 4 in compiled code when nothing there tells, and warn or strict mode would say so: the store
+# is left to eager code, past dynamo (never a role: __setattr__ acts on it before it is stored).
+UNDECIDED: Final = "undecided"
 
 # nn.Module's own attributes, and the object's (torch's parametrizations assign __class__,
 # DataParallel's replicas __dict__): names that hold no attribute of the model's.
