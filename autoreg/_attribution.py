@@ -237,7 +237,8 @@ def _traced_cells(tx: Any, code: types.CodeType) -> dict[str, object]:
             return {
                 var: _contents(cell) for var, cell in zip(code.co_freevars, closure, strict=True)
             }
-        read = getattr(tx, "symbolic_locals", {})  # dynamo 2.5 to 2.12: what it made of each cell
+        read = getattr(tx, "symbolic_locals", {})  # what it made of each cell (2.5, 2.6; a
+        # frame it compiles, 2.9 to 2.11: read in their wheels, 2026-12-07)
         found = {}
         for var in code.co_freevars:
             made = read.get(var)
