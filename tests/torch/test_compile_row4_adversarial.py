@@ -19,7 +19,7 @@ Found when written, three expected failures, all mended since: the "cannot tell"
 store run eagerly named dynamo's ``eval_frame.py`` (9d3baf8's path; f580d60: one walk to the
 user's line); a traced store of a function both the model's and a framework's was the
 framework's, its cells unread (older; ``_attribution._traced_cells`` reads them from dynamo's
-translator, and ``test_a_traced_store_in_a_factory_made_function_is_told_by_its_cells_as_eagerly``
+translator, and ``test_a_store_in_a_factory_made_function_is_told_by_its_cells_as_eagerly``
 fails when they are not read); and warn mode said nothing when nothing tells there (older; the
 store is left to eager code, ``UNDECIDED``). One case is skipped where dynamo fails on
 the twin too (``note_in_a_no_grad_block`` on the breaking base: 2.5.1 and 2.6.0).
@@ -631,7 +631,9 @@ def _class_factory(base: type) -> type:
     return Made
 
 
-def _closure_factory(base: type, tag: object) -> type:
+def _closure_factory(base: type) -> type:
+    tag = object()  # a value of its own for each class the factory makes
+
     class Made(base):  # type: ignore[misc, valid-type]
         def store(self, value: torch.Tensor) -> None:
             assert tag is not None  # a cell of its own, no __class__
@@ -640,31 +642,28 @@ def _closure_factory(base: type, tag: object) -> type:
     return Made
 
 
-_FACTORIES = pytest.mark.parametrize(
-    "factory",
-    [_class_factory, functools.partial(_closure_factory, tag=object())],
-    ids=["class cell", "closure cell"],
+@pytest.mark.parametrize(
+    "factory", [_class_factory, _closure_factory], ids=["class cell", "closure cell"]
 )
-
-
-@_FACTORIES
 @pytest.mark.parametrize("whose", ["model", "framework"])
-@pytest.mark.parametrize("where", ["inlined", "compiled on its own"])
-def test_a_traced_store_in_a_factory_made_function_is_told_by_its_cells_as_eagerly(
+@pytest.mark.parametrize(
+    "where",
+    ["inlined", "compiled on its own", "run eagerly"],
+)
+def test_a_store_in_a_factory_made_function_is_told_by_its_cells_as_eagerly(
     factory: Callable[[type], type], whose: str, where: str
 ) -> None:
     """One factory made a framework base and a plain mixin of the model's (listed before the
     mixin): their ``store`` share a code object, told apart by a cell (``__class__``, or a value
     each closes over). Traced by dynamo, inlined in a compiled forward or compiled on its own
-    (the frame dynamo compiles): the model's store carried, the framework's plain, as eagerly.
-    Found: compiled, both were plain (the framework's, as when nothing tells). Catches reading
-    no cells (model) and reading the wrong function's (framework)."""
-    if factory is not _class_factory:  # a tag of its own for each class, as a factory makes
-        framework = _closure_factory(_Framework, object())
-        mine = _closure_factory(object, object())
-    else:
-        framework = factory(_Framework)
-        mine = factory(object)
+    (the frame dynamo compiles), or run eagerly past dynamo (a base whose ``__setattr__`` breaks
+    the graph): the model's store carried, the framework's plain, as eagerly.
+
+    Found: traced, both were plain (the framework's, as when nothing tells). Catches reading no
+    cells and reading the wrong function's (traced); "past_dynamo = framework" (model),
+    "past_dynamo = model" and "source_code = identity" (framework), run eagerly."""
+    framework = factory(_BreakingFramework if where == "run eagerly" else _Framework)
+    mine = factory(object)
     owner = mine if whose == "model" else framework
 
     def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -672,37 +671,15 @@ def test_a_traced_store_in_a_factory_made_function_is_told_by_its_cells_as_eager
         return self.lin(x)
 
     def call(module: nn.Module, compile_: Callable[..., Any]) -> None:
-        if where == "inlined":
-            compile_(module)(torch.ones(2, 3))
-        else:
+        if where == "compiled on its own":
             compile_(functools.partial(owner.store, module))(torch.ones(2, 3))
+        else:
+            compile_(module)(torch.ones(2, 3))
 
     bases = (mine, autoreg.AutoRegisterMixin, framework)
     make = functools.partial(type, "Made", bases, {"forward": forward})
     expected = "carried" if whose == "model" else "plain"
     assert _eager_and_compiled(make, call) == (expected, expected)
-
-
-@pytest.mark.parametrize("whose", ["model", "framework"])
-def test_a_store_run_eagerly_in_a_factory_made_function_is_told_by_its_class_cell(
-    whose: str,
-) -> None:
-    """As above on a breaking base: the store runs eagerly past dynamo, where the frame's
-    ``__class__`` cell is read: the model's carried, the framework's plain, as eagerly. Catches
-    "past_dynamo = framework" (model) and "past_dynamo = model" and "source_code = identity"
-    (framework)."""
-    framework = _class_factory(_BreakingFramework)
-    mine = _class_factory(object)
-    owner = mine if whose == "model" else framework
-
-    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        owner.store(self, x * 2)
-        return self.lin(x)
-
-    bases = (mine, autoreg.AutoRegisterMixin, framework)
-    make = functools.partial(type, "Made", bases, {"forward": forward})
-    expected = "carried" if whose == "model" else "plain"
-    assert _eager_and_compiled(make, _call_forward) == (expected, expected)
 
 
 # --- nothing kept alive, nothing imported ------------------------------------------------------
