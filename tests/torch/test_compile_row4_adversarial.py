@@ -30,6 +30,7 @@ the mutations above: they check that nothing else changed.
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import os
@@ -680,6 +681,37 @@ def test_a_store_in_a_factory_made_function_is_told_by_its_cells_as_eagerly(
     make = functools.partial(type, "Made", bases, {"forward": forward})
     expected = "carried" if whose == "model" else "plain"
     assert _eager_and_compiled(make, call) == (expected, expected)
+
+
+def _mine(self: nn.Module, value: torch.Tensor) -> None:
+    self.noted = value  # the model's own method
+
+
+@BASES
+@pytest.mark.parametrize("method", ["mine", "note_after_break"], ids=["model", "framework"])
+def test_a_first_store_under_a_plain_root_is_decided_as_eagerly_and_copies_keep_it(
+    base: type[nn.Module], method: str
+) -> None:
+    """The model (on a framework base, with and without a graph-breaking ``__setattr__``) under a
+    plain ``nn.Sequential`` root, compiled without an eager call first: the model's first store
+    is carried, the framework method's plain, as eagerly; a deepcopy made afterwards keeps the
+    answer, and ``.double()`` of the root converts what the model carries, as the twin's
+    ``_apply`` would, and leaves the framework's attribute."""
+    make = functools.partial(_model, base, forward=_forward_calling(method), mine=_mine)
+
+    def call(module: nn.Module, compile_: Callable[..., Any]) -> None:
+        compile_(nn.Sequential(module))(torch.ones(2, 3))
+
+    expected = "carried" if method == "mine" else "plain"
+    assert _eager_and_compiled(make, call) == (expected, expected)
+    torch._dynamo.reset()
+    module = make()()
+    root = nn.Sequential(module)
+    torch.compile(root, backend="eager")(torch.ones(2, 3))
+    clone = copy.deepcopy(root)
+    assert role(clone[0], "noted") == expected
+    dtype = torch.float64 if method == "mine" else torch.float32
+    assert clone.double()[0].noted.dtype == root.double()[0].noted.dtype == dtype
 
 
 # --- nothing kept alive, nothing imported ------------------------------------------------------
