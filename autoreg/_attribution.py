@@ -47,6 +47,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ._errors import AutoRegisterWarning
+from ._frames import past_dynamo
 from ._messages.contract import UNDETERMINED_OWNER
 from ._messages.describe import describe
 from ._paths import AUTOREG_DIR, TORCH_DIR
@@ -167,16 +168,8 @@ def attribute_past_dynamo(record: ClassRecord, name: str, value: object) -> str:
     a frame of its own: inside a compiled function, a store dynamo cannot trace (a warning) runs
     eagerly, and dynamo never compiles ``__setattr__`` frames but compiles the functions they
     call, where it cannot trace ``sys._getframe``. The frames are walked by eager Python, past
-    dynamo (``torch.compiler.disable``, made on first use: dynamo is loaded then), from the
-    mixin's ``__setattr__``; none found: cannot tell, nn.Module's rules."""
-    global _attribute_eagerly_past_dynamo
-    if _attribute_eagerly_past_dynamo is None:
-        import torch
-
-        disable: Any = torch.compiler.disable
-        _attribute_eagerly_past_dynamo = disable(_attribute_eagerly)
-    verdict: str = _attribute_eagerly_past_dynamo(record, name, value)
-    return verdict
+    dynamo, from the mixin's ``__setattr__``; none found: cannot tell, nn.Module's rules."""
+    return past_dynamo(_attribute_eagerly, record, name, value)
 
 
 def _attribute_eagerly(record: ClassRecord, name: str, value: object) -> str:
@@ -189,7 +182,6 @@ def _attribute_eagerly(record: ClassRecord, name: str, value: object) -> str:
     return attribute(record, frame, name, value)  # attribute walks past the overrides
 
 
-_attribute_eagerly_past_dynamo: Any = None
 _UNREAD: Final = object()
 
 

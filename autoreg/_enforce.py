@@ -19,6 +19,7 @@ from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
 from ._errors import UnregisteredTensorError
 from ._facts import is_compiling, why_no_buffer_slot
+from ._frames import past_dynamo
 from ._messages.contract import (
     CARRIED_COMPLEX,
     CARRY_COMPLEX,
@@ -111,17 +112,7 @@ def _warn_once(record: ClassRecord, concern: Concern, name: str, message: str) -
     key = (concern.value, name)
     if key not in record.warned:
         record.warned.add(key)
-        if is_compiling():
-            # Frames cannot be walked in code dynamo compiles (the frame of this function, or of
-            # a caller it inlines): warned past dynamo, which breaks the graph, as warnings.warn
-            # does. Made on first use: dynamo is loaded then.
-            global _warn_past_dynamo
-            if _warn_past_dynamo is None:
-                disable: Any = torch.compiler.disable
-                _warn_past_dynamo = disable(warn_at_assignment)
-            _warn_past_dynamo(record, message)
+        if is_compiling():  # frames cannot be walked in code dynamo compiles (this, a caller)
+            past_dynamo(warn_at_assignment, record, message)  # a graph break, as warnings.warn's
         else:
             warn_at_assignment(record, message)
-
-
-_warn_past_dynamo: Any = None

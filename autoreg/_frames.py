@@ -1,14 +1,20 @@
-"""Where in the user's code: the innermost frame outside torch and autoreg, and short paths.
+"""Where in the user's code: the innermost frame outside torch and autoreg, and short paths; and
+frames read past dynamo.
 
 Both the forward audit (which line made a stray, which line raised) and the command line (which
 line of the user's factory raised) report the user's line, not the library frames under it.
+
+Inside code dynamo compiles, frames cannot be walked (dynamo cannot trace ``sys._getframe``): what
+autoreg reads from them there (row 4's walk, a warning's line, a class statement's namespace) is
+read by eager Python, past dynamo (``past_dynamo``), in a graph break, as a warning is.
 """
 
 from __future__ import annotations
 
 import os
 import traceback
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from ._paths import AUTOREG_DIR, TORCH_DIR
 
@@ -16,6 +22,7 @@ __all__ = [
     "error_line",
     "is_library",
     "location",
+    "past_dynamo",
     "short_path",
     "torch_module",
 ]
@@ -24,6 +31,21 @@ __all__ = [
 # torch/nn/modules, not in the module-calling machinery.
 _TORCH_MODULES: Final = os.path.join(TORCH_DIR, "nn", "modules") + os.sep
 _MODULE_CALL: Final = os.path.join(_TORCH_MODULES, "module.py")
+
+_T = TypeVar("_T")
+
+
+def past_dynamo(function: Callable[..., _T], *args: Any) -> _T:
+    """``function(*args)``, called from code dynamo compiles, run by eager Python past dynamo
+    (``torch.compiler.disable``): its frames are the eager ones, torch's own between. Asked for at
+    each call, which is rare (a first store, a first warning, a class statement), and never
+    before dynamo is loaded (``import autoreg`` imports none of it)."""
+    import torch
+
+    disable: Any = torch.compiler.disable  # (untyped in some torch versions)
+    disabled: Any = disable(function)
+    result: _T = disabled(*args)
+    return result
 
 
 def is_library(filename: str) -> bool:

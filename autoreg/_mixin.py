@@ -64,7 +64,8 @@ from ._facts import (
     situation,
 )
 from ._facts import is_compiling as _is_compiling
-from ._paths import TORCH_DIR
+from ._frames import past_dynamo
+from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import (
     CACHE_LIMIT,
     ClassRecord,
@@ -137,7 +138,7 @@ class AutoRegisterMixin(_MixinBase):
             # A class statement inside a compiled function: dynamo compiles this frame too, and
             # would trace the reading of the class (sys._getframe warns, its frame walk raised).
             # Read by eager Python, as in eager code.
-            torch.compiler.disable(_set_up_past_dynamo)(cls, keywords)  # type: ignore[no-untyped-call]
+            past_dynamo(_set_up_past_dynamo, cls, keywords)
         else:
             _set_up(cls, keywords, sys._getframe(1))
 
@@ -152,7 +153,8 @@ class AutoRegisterMixin(_MixinBase):
             role = d.get(role_at)
             s = situation(record, d, name, value, role, True)
             if s[2] is UNDECIDED:  # row 4 cannot tell here, and warn or strict mode says so
-                _store_past_dynamo(self, name, value)  # eagerly: a graph break, as a warning is
+                # read eagerly, from the frames: a graph break, as a warning is
+                past_dynamo(AutoRegisterMixin.__setattr__, self, name, value)
                 return
             if (
                 role is None
@@ -371,28 +373,18 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     prepare(cls)
 
 
-def _store_past_dynamo(module: nn.Module, name: str, value: Any) -> None:
-    """``module.name = value`` by eager Python, past dynamo (``torch.compiler.disable``, made on
-    first use: dynamo is loaded then): the mixin's ``__setattr__`` reads the facts from the
-    frames, as in eager code."""
-    global _setattr_past_dynamo
-    if _setattr_past_dynamo is None:
-        disable: Any = torch.compiler.disable
-        _setattr_past_dynamo = disable(AutoRegisterMixin.__setattr__)
-    _setattr_past_dynamo(module, name, value)
-
-
-_setattr_past_dynamo: Any = None
-
-
 def _set_up_past_dynamo(cls: type, keywords: dict[str, bool | None]) -> None:
-    """``_set_up``, called by eager Python from an ``__init_subclass__`` dynamo compiles: the
-    frames of torch's own code between (dynamo's, which runs this) are passed, and the class
-    statement is found from the ``__init_subclass__`` up, as in eager code."""
+    """``_set_up``, called by eager Python past dynamo from an ``__init_subclass__`` dynamo
+    compiles: the frames between (torch's, which run this, and ``past_dynamo``'s) and the mixin's
+    ``__init_subclass__`` are passed, and the class statement is found from its caller up, as in
+    eager code."""
     frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(TORCH_DIR):
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PAST_DYNAMO_DIRS):
         frame = frame.f_back
     _set_up(cls, keywords, frame)
+
+
+_PAST_DYNAMO_DIRS: Final = (TORCH_DIR, AUTOREG_DIR)
 
 
 def _declare_loaded(module: nn.Module, *, adopted: bool) -> None:

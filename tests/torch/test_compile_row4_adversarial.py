@@ -82,6 +82,9 @@ class _Framework(nn.Module):
         super().__init__()
         self.lin = nn.Linear(3, 3)
 
+    def note(self, value: torch.Tensor) -> None:
+        self.noted = value  # no break before it: on the breaking base the store itself breaks
+
     def note_after_break(self, value: torch.Tensor) -> None:
         torch._dynamo.graph_break()
         self.noted = value
@@ -420,6 +423,65 @@ def test_fullgraph_raises_where_the_twin_raises_and_nowhere_else(base: type[nn.M
         assert outcomes == ["unsupported", "unsupported"]
     else:
         assert outcomes == ["plain", "carried"]  # nn.Module's plain attribute; the model's
+
+
+# --- a store the base runs eagerly: what .to() makes of it ------------------------------------
+
+
+@pytest.mark.parametrize("mode", [{}, {"warn": True}], ids=["register", "warn"])
+@pytest.mark.parametrize("whose", ["model", "framework"])
+def test_a_store_the_base_runs_eagerly_is_decided_and_converted_as_eagerly(
+    whose: str, mode: dict[str, bool]
+) -> None:
+    """A first store of a new name with no graph break before it, on the base whose
+    ``__setattr__`` dynamo cannot trace (the store itself runs eagerly), in register and warn
+    mode, compiled without an eager call first: the model's own store is carried and converted by
+    ``.double()``, the framework's (``note``) plain and left behind, as eagerly, and dynamo warns
+    about nothing (before 9d3baf8: that it cannot trace ``sys._getframe``, 2.13 and 2.15; on
+    2.5.1 an AttributeError out of the forward). Catches "past_dynamo = model/framework"."""
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if whose == "model":
+            self.noted = x * 2
+        else:
+            self.note(x * 2)
+        return self.lin(x)
+
+    bases = (autoreg.AutoRegisterMixin, _BreakingFramework)
+    dtypes = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        module = type("BreakingStores", bases, {"forward": forward}, **mode)()
+        with warnings.catch_warnings():
+            if whose == "model" and mode:  # warn mode's own warning about the model's store
+                warnings.filterwarnings("ignore", category=autoreg.AutoRegisterWarning)
+            (torch.compile(module, backend="eager") if compiled else module)(torch.ones(2, 3))
+        assert role(module, "noted") == ("carried" if whose == "model" else "plain")
+        dtypes.append(module.double().noted.dtype)
+    assert dtypes == [torch.float64 if whose == "model" else torch.float32] * 2
+
+
+@BASES
+def test_a_module_built_in_a_compiled_function_and_given_a_tensor_there_carries_it(
+    base: type[nn.Module],
+) -> None:
+    """Built inside a compiled function, then given a tensor by that function (code outside the
+    module: the model's): carried and converted by ``.double()``, as when both run eagerly, and
+    dynamo warns about nothing (before 9d3baf8 it compiled autoreg's reading of the store as a
+    frame of its own and warned that it cannot trace ``sys._getframe``, an error under ``-W
+    error``). Catches "past_dynamo = framework" (breaking base)."""
+    cls = _model(base, forward=lambda self, x: self.lin(x))
+
+    def build(x: torch.Tensor) -> tuple[torch.Tensor, nn.Module]:
+        module = cls()
+        module.extra = x * 2
+        return module(x), module
+
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        _, module = (torch.compile(build, backend="eager") if compiled else build)(torch.ones(2, 3))
+        assert role(module, "extra") == "carried"
+        assert module.double().extra.dtype == torch.float64
 
 
 # --- warn mode, strict mode ------------------------------------------------------------------
