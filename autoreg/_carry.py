@@ -58,6 +58,7 @@ from ._messages.contract import NOT_CONVERTED
 from ._messages.describe import describe
 from ._record import ClassRecord
 from ._state import (
+    BUFFER,
     CARRIED,
     CARRYING,
     MODULE_INTERNALS,
@@ -77,6 +78,7 @@ __all__ = [
     "carry",
     "deleted_roles",
     "listed",
+    "roles_a_replica_forgets",
     "sweep",
 ]
 
@@ -159,6 +161,22 @@ def deleted_roles(d: dict[str, Any]) -> list[str]:
             if name is not None and (role is None or name not in d):
                 deleted.append(key)
     return deleted
+
+
+def roles_a_replica_forgets(d: dict[str, Any]) -> list[str]:
+    """The keys in ``d`` (a copy of another instance's ``__dict__``, made past autoreg's hooks:
+    ``DataParallel``'s replicas) of the roles it forgets: those of names deleted, as every copy
+    forgets them (``deleted_roles``), and of every name ``d`` does not hold itself but for
+    autoreg's buffers (``BUFFER``). A replica's parameters are taken out of its registry and
+    their copies stored under their names by torch (``replicate``): what a name held in a
+    registry was to the original (the model's, carried once) tells nothing of that store."""
+    stale = []
+    for key, role in d.items():
+        if type(key) is str and (role is None or type(role) is str) and role != BUFFER:
+            name = role_name(key)
+            if name is not None and (role is None or name not in d):
+                stale.append(key)
+    return stale
 
 
 def sweep(d: dict[str, Any]) -> None:

@@ -10,7 +10,8 @@ itself (torch's own assignments, row 4), that is said.
 Found failing when written (each docstring says why, and whether it failed before d2fa2e3):
 the ``assigned`` case of
 ``test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate_as_on_nn_module``,
-mended since (47368e3); its ``registered-by-hand`` case,
+mended since (47368e3); its ``registered-by-hand`` case (mended since, with its ``assigned`` case
+on a framework base, found on 2026-12-07),
 ``test_pruning_the_carried_names_after_a_deletion_between_compiled_calls_recompiles_nothing``,
 ``test_the_models_store_after_a_framework_stored_a_deleted_name_is_the_same_compiled_first``,
 ``test_a_value_over_a_deleted_carried_name_between_compiled_calls_compiles_as_the_twin`` and, on
@@ -156,24 +157,51 @@ def test_a_copy_made_after_a_deletion_carries_what_it_and_its_original_store_nex
 # --- what is assigned or registered after a deletion --------------------------------------------
 
 
+class _Plain(nn.Module):
+    """A framework base without a ``__setattr__`` of its own."""
+
+
+class Framed(autoreg.AutoRegisterMixin, _Plain):
+    forward = _store
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+class _Watching(nn.Module):
+    """A framework base with a ``__setattr__`` of its own (as Lightning's and timm's have): every
+    store passes it, ``__dict__`` too."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+
+
+class Watched(autoreg.AutoRegisterMixin, _Watching):
+    forward = _store
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+_WITH_AND_WITHOUT_FRAMEWORK = pytest.mark.parametrize(
+    "cls", [Stepped, Framed, Watched], ids=["module", "framework", "framework-setattr"]
+)
+
+
+@_WITH_AND_WITHOUT_FRAMEWORK
 @pytest.mark.parametrize(
     "make_parameter",
     [
         lambda m, p: setattr(m, "h", p),
-        pytest.param(
-            lambda m, p: m.register_parameter("h", p),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="not mended (design.md's limits): register_parameter never passes "
-                "__setattr__, so a deleted carried name keeps its mark under the parameter, and "
-                "replicate's copy of it is carried (before d2fa2e3 too)",
-            ),
-        ),
+        lambda m, p: m.register_parameter("h", p),
     ],
     ids=["assigned", "registered-by-hand"],
 )
 def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate_as_on_nn_module(
     make_parameter: Callable[[nn.Module, nn.Parameter], None],
+    cls: type[nn.Module],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``h`` carried, deleted, then a parameter under its name. ``replicate`` assigns the
@@ -183,15 +211,46 @@ def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate
     ``assigned`` failed after d2fa2e3: ``self.h = nn.Parameter(...)`` over a name whose role is
     ``CARRIED`` took the fast path of ``_execute.execute`` for a new name, which returned before
     the mark was taken away, and the replica copied the mark. ``registered-by-hand``:
-    ``register_parameter`` never passes ``__setattr__``, so the mark stays (an expected failure;
-    before d2fa2e3 the name was listed with role None, which skipped torch's check too)."""
-    module = Stepped()
+    ``register_parameter`` never passes ``__setattr__``, so the mark stays beside the parameter,
+    and the replica, a copy of the ``__dict__`` made past autoreg's hooks, copied it (an expected
+    failure; before d2fa2e3 the name was listed with role None, which skipped torch's check too).
+    ``assigned`` on a framework base (found with this parametrization): the name stays the
+    model's beside the parameter (row 4: the first assignment decides), and the replica copied
+    that role, which also skips torch's check. Both mended by the mixin's ``__setattr__`` of
+    ``__dict__``: the replica forgets the roles of names it does not hold itself, but autoreg's
+    buffers' (``_carry.roles_a_replica_forgets``)."""
+    module = cls()
     module(torch.ones(2))
     del module.h
     make_parameter(module, nn.Parameter(torch.ones(2)))
     replica = _replicate(module, monkeypatch)
     assert replica.__dict__["h"].grad_fn is not None  # torch's copy, as a plain attribute
     assert role(replica, "h") == "plain"
+    assert replica.double().__dict__["h"].dtype == torch.float32  # left, as nn.Module leaves it
+    # The original keeps what it holds: its parameter, converted as a parameter.
+    assert module.double().h.dtype == torch.float64
+    assert dict(module.named_parameters()).keys() == {"lin.weight", "lin.bias", "h"}
+
+
+@_WITH_AND_WITHOUT_FRAMEWORK
+def test_an_instance_given_another_instances_own_dict_keeps_carrying_its_state(
+    cls: type[nn.Module],
+) -> None:
+    """``other.__dict__ = module.__dict__`` (the very dict, not a copy): the roles of names
+    neither holds are forgotten in both, which changes nothing observable: both go on carrying
+    ``g``, and ``h``, carried and deleted, is carried again when the forward stores it, as on the
+    twin, whose ``_apply`` converts both. Catches a ``__dict__`` branch that forgets the roles of
+    names the dict holds (``g`` left behind by ``.double()``)."""
+    for model in (cls, SteppedTwin):
+        module = model()
+        module(torch.ones(2))
+        module.g = torch.ones(2)
+        del module.h
+        other = model.__new__(model)
+        other.__dict__ = module.__dict__
+        other(torch.ones(2))  # stores h, in the dict both hold
+        assert _dtypes(module) == {"h": torch.float64, "g": torch.float64}
+        assert other.h is module.h
 
 
 _AFTER = {
