@@ -172,6 +172,19 @@ def test_a_textbook_copy_of_a_class_with_a_framework_base_keeps_autoregs_roles(
     assert copied.h.dtype == copied.other.dtype == torch.float64
 
 
+@ALL_COPIES
+def test_a_copy_keeps_autoregs_buffers_as_autoregs(clone: Callable[[nn.Module], nn.Module]) -> None:
+    """Row 2 releases a buffer autoreg registered (its role ``BUFFER``) on every copy as on the
+    original, a replica included: the roles a replica forgets (``__dict__`` assigned,
+    ``_carry.roles_a_replica_forgets``) are never a buffer's of autoreg's, which the replica still
+    holds. Catches a replica that forgets them: nn.Module's TypeError, "cannot assign 'str' as
+    buffer"."""
+    copied = clone(Recurrent())
+    copied.table = "released"
+    assert copied.table == "released"
+    assert "table" not in copied._buffers
+
+
 def test_row_2_on_a_shallow_copy_leaves_the_originals_buffer() -> None:
     """Row 2 unregisters an auto-registered buffer before a non-tensor is stored. A shallow copy
     shares nn.Module's ``_buffers`` with the original (the twin's copy raises TypeError for the
