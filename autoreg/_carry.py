@@ -78,7 +78,6 @@ __all__ = [
     "carry",
     "deleted_roles",
     "listed",
-    "roles_a_replica_forgets",
     "sweep",
 ]
 
@@ -151,32 +150,23 @@ def _pruned(module: nn.Module, names: dict[str, str]) -> dict[str, str]:
 _SWEEP_FROM: Final = 64
 
 
-def deleted_roles(d: dict[str, Any]) -> list[str]:
+def deleted_roles(d: dict[str, Any], *, replica: bool = False) -> list[str]:
     """The keys in ``d`` (an instance's ``__dict__``, or its state) of the roles of names deleted:
-    None, or ``CARRIED`` for a name ``d`` no longer holds (``__delattr__``)."""
+    None, or ``CARRIED`` for a name ``d`` no longer holds (``__delattr__``). With ``replica`` (``d``
+    a copy of another instance's ``__dict__`` made past autoreg's hooks: ``DataParallel``'s
+    replicas), every role of a name ``d`` does not hold itself but autoreg's buffers'
+    (``BUFFER``): a replica's parameters are taken out of its registry and their copies stored
+    under their names by torch (``replicate``), and what a name held in a registry was to the
+    original (the model's, carried once) tells nothing of that store."""
     deleted = []
     for key, role in d.items():
-        if (role is None or (type(role) is str and role == CARRIED)) and type(key) is str:
+        if type(key) is str and (
+            role is None or (type(role) is str and (role != BUFFER if replica else role == CARRIED))
+        ):
             name = role_name(key)
             if name is not None and (role is None or name not in d):
                 deleted.append(key)
     return deleted
-
-
-def roles_a_replica_forgets(d: dict[str, Any]) -> list[str]:
-    """The keys in ``d`` (a copy of another instance's ``__dict__``, made past autoreg's hooks:
-    ``DataParallel``'s replicas) of the roles it forgets: those of names deleted, as every copy
-    forgets them (``deleted_roles``), and of every name ``d`` does not hold itself but for
-    autoreg's buffers (``BUFFER``). A replica's parameters are taken out of its registry and
-    their copies stored under their names by torch (``replicate``): what a name held in a
-    registry was to the original (the model's, carried once) tells nothing of that store."""
-    stale = []
-    for key, role in d.items():
-        if type(key) is str and (role is None or type(role) is str) and role != BUFFER:
-            name = role_name(key)
-            if name is not None and (role is None or name not in d):
-                stale.append(key)
-    return stale
 
 
 def sweep(d: dict[str, Any]) -> None:

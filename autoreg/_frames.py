@@ -16,6 +16,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+import torch
+
 from ._paths import AUTOREG_DIR, TORCH_DIR
 
 __all__ = [
@@ -43,8 +45,6 @@ def past_dynamo(function: Callable[..., _T], *args: Any) -> _T:
     warning), per class statement; and never before dynamo is loaded (``import autoreg`` imports
     none of it). A kept wrapper would be state that traced code reads, and dynamo guards on what
     traced code reads."""
-    import torch
-
     disable: Any = torch.compiler.disable  # (untyped in some torch versions)
     disabled: Any = disable(function)
     result: _T = disabled(*args)

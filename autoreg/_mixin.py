@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import torch
 from torch import nn
 
-from ._carry import adopt, apply, carry, deleted_roles, listed, roles_a_replica_forgets, sweep
+from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
 from ._construction import CONSTRUCTION_METHODS, finalize, prepare
 from ._contract import EXPLICIT_ROW, OTHER_ROW, REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration, defining_namespace
@@ -221,8 +221,8 @@ class AutoRegisterMixin(_MixinBase):
                 elif name == "__dict__" and type(value) is dict:
                     # A copy of another instance's __dict__, made past autoreg's hooks
                     # (DataParallel's replicas): the roles it holds of names it does not hold
-                    # itself are the original's (_carry.roles_a_replica_forgets says which).
-                    for stale in roles_a_replica_forgets(value):
+                    # itself are the original's (_carry.deleted_roles says which).
+                    for stale in deleted_roles(value, replica=True):
                         del value[stale]
             s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
             if (

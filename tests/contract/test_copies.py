@@ -176,9 +176,9 @@ def test_a_textbook_copy_of_a_class_with_a_framework_base_keeps_autoregs_roles(
 def test_a_copy_keeps_autoregs_buffers_as_autoregs(clone: Callable[[nn.Module], nn.Module]) -> None:
     """Row 2 releases a buffer autoreg registered (its role ``BUFFER``) on every copy as on the
     original, a replica included: the roles a replica forgets (``__dict__`` assigned,
-    ``_carry.roles_a_replica_forgets``) are never a buffer's of autoreg's, which the replica still
-    holds. Catches a replica that forgets them: nn.Module's TypeError, "cannot assign 'str' as
-    buffer"."""
+    ``_carry.deleted_roles(..., replica=True)``) are never a buffer's of autoreg's, which the
+    replica still holds. Catches a replica that forgets them: nn.Module's TypeError, "cannot
+    assign 'str' as buffer"."""
     copied = clone(Recurrent())
     copied.table = "released"
     assert copied.table == "released"

@@ -190,6 +190,7 @@ _WITH_AND_WITHOUT_FRAMEWORK = pytest.mark.parametrize(
 )
 
 
+@pytest.mark.parametrize("root", [None, nn.Sequential], ids=["alone", "Sequential"])
 @_WITH_AND_WITHOUT_FRAMEWORK
 @pytest.mark.parametrize(
     "make_parameter",
@@ -202,9 +203,11 @@ _WITH_AND_WITHOUT_FRAMEWORK = pytest.mark.parametrize(
 def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate_as_on_nn_module(
     make_parameter: Callable[[nn.Module, nn.Parameter], None],
     cls: type[nn.Module],
+    root: Callable[[nn.Module], nn.Module] | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``h`` carried, deleted, then a parameter under its name. ``replicate`` assigns the
+    """``h`` carried, deleted, then a parameter under its name, alone or under a plain
+    ``nn.Sequential`` (replicate copies every module of the tree). ``replicate`` assigns the
     parameter's copy to each replica: torch's own assignment, a plain attribute that ``.to()``
     leaves (row 4, as for every parameter: test_copies), on nn.Module and the twin.
 
@@ -218,12 +221,13 @@ def test_a_parameter_that_replaces_a_deleted_carried_name_is_copied_by_replicate
     model's beside the parameter (row 4: the first assignment decides), and the replica copied
     that role, which also skips torch's check. Both mended by the mixin's ``__setattr__`` of
     ``__dict__``: the replica forgets the roles of names it does not hold itself, but autoreg's
-    buffers' (``_carry.roles_a_replica_forgets``)."""
+    buffers' (``_carry.deleted_roles(..., replica=True)``)."""
     module = cls()
     module(torch.ones(2))
     del module.h
     make_parameter(module, nn.Parameter(torch.ones(2)))
-    replica = _replicate(module, monkeypatch)
+    replicated = _replicate(module if root is None else root(module), monkeypatch)
+    replica = replicated if root is None else replicated[0]
     assert replica.__dict__["h"].grad_fn is not None  # torch's copy, as a plain attribute
     assert role(replica, "h") == "plain"
     assert replica.double().__dict__["h"].dtype == torch.float32  # left, as nn.Module leaves it
