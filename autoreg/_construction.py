@@ -49,15 +49,32 @@ _MARK: Final = "__autoreg_constructs__"  # set on the wrappers
 def prepare(cls: type) -> None:
     """Wrap the construction methods a new autoreg class defines; a class without an ``__init__``
     of its own gets a wrapper of the one it inherits from a framework base (whose code may call a
-    method of the model that assigns: ``nn.Module.__init__`` assigns nothing, and is not)."""
+    method of the model that assigns: ``nn.Module.__init__`` assigns nothing, and is not), unless
+    a decorator may add one after the class statement (``_GENERATED_INIT_HOOKS``)."""
     for method in CONSTRUCTION_METHODS:
         function = cls.__dict__.get(method)
         if function is None and method == "__init__":
             inherited = cls.__init__  # type: ignore[misc]
-            if inherited is not nn.Module.__init__:
+            if inherited is not nn.Module.__init__ and not _has_generated_init_hooks(cls):
                 function = inherited
+        if isinstance(function, (staticmethod, classmethod)):
+            continue  # it builds no instance: called on the class, it takes no instance either
         if function is not None and not getattr(function, _MARK, False):
             setattr(cls, method, _constructing(function, method))
+
+
+# The hooks of the __init__ that @dataclass and attrs write after the class statement, which
+# they write only into a class that has none of its own: a wrapper of an inherited __init__,
+# put there first, kept them from writing theirs (the fields were dropped). A class that has one
+# (its own or inherited) is built by such an __init__; the hook's call is construction (wrapped
+# where the class defines it), and so is all that runs before nn.Module.__init__.
+_GENERATED_INIT_HOOKS: Final = ("__post_init__", "__attrs_pre_init__", "__attrs_post_init__")
+
+
+def _has_generated_init_hooks(cls: type) -> bool:
+    """Whether ``cls`` has (defines or inherits) a hook of a generated ``__init__``; read from
+    the classes' ``__dict__``, never a value's code."""
+    return any(hook in klass.__dict__ for klass in cls.__mro__ for hook in _GENERATED_INIT_HOOKS)
 
 
 def finalize(cls: type) -> None:

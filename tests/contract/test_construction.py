@@ -319,6 +319,75 @@ def test_property_5_a_post_init_is_construction(
     assert "later" not in module._buffers
 
 
+class _FrameworkWithInit(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ready = True
+
+
+@pytest.mark.parametrize(
+    ("decorate", "hook"),
+    [
+        (dataclasses.dataclass(eq=False), "__post_init__"),
+        (attrs.define(eq=False, slots=False), "__attrs_post_init__"),
+    ],
+    ids=["dataclass", "attrs"],
+)
+@pytest.mark.parametrize("on", ["autoreg", "twin"])
+@pytest.mark.parametrize("inherits", ["a decorated autoreg class's", "a framework base's"])
+def test_property_5_a_decorated_class_that_inherits_an_init_gets_the_decorators(
+    decorate: Callable[[type], type], hook: str, on: str, inherits: str
+) -> None:
+    """A class that inherits an ``__init__`` (a subclass of a module dataclass; the mixin first
+    before a framework base that has one) and is decorated: the decorator adds its ``__init__``,
+    which takes the fields and calls the post-init hook, as on ``nn.Module``. (autoreg's wrapper
+    of the inherited ``__init__``, in the class before the decorator ran, kept it from adding
+    one: the fields were dropped, and a keyword argument raised TypeError.)"""
+    framework = inherits == "a framework base's"
+
+    def post_init(self: nn.Module) -> None:
+        (_FrameworkWithInit if framework else nn.Module).__init__(self)
+        self.table = torch.arange(float(self.width))
+
+    fields = {"__module__": __name__, "__annotations__": {"width": int}, hook: post_init}
+    if framework:
+        bases: tuple[type, ...] = (_FrameworkWithInit,)
+        if on == "autoreg":
+            bases = (autoreg.AutoRegisterMixin, *bases)
+        cls = decorate(type("Model", bases, fields))
+    else:
+        base = decorate(type("Base", (autoreg.Module if on == "autoreg" else nn.Module,), fields))
+        namespace = {"__module__": __name__, "__annotations__": {"scale": float}, "scale": 1.0}
+        cls = decorate(type("Model", (base,), namespace))
+    module = cls(3) if framework else cls(3, scale=0.5)
+    assert module.width == 3
+    assert framework or module.scale == 0.5
+    assert not framework or module.ready
+    if on == "autoreg":
+        assert persistence(module) == {"table": False}
+        assert module.double().table.dtype == torch.float64
+    else:
+        assert role(module, "table") == "plain"
+
+
+def test_a_static_or_class_method_under_a_construction_methods_name_is_left_as_it_is() -> None:
+    """A ``staticmethod`` or ``classmethod`` named as a construction method builds no instance:
+    called on the class or an instance, it works as on ``nn.Module`` (wrapped, it took the
+    class's call for one missing ``self``, TypeError)."""
+
+    class Tools(autoreg.Module):
+        @staticmethod
+        def reset_buffers() -> str:
+            return "static"
+
+        @classmethod
+        def configure_model(cls) -> str:
+            return cls.__name__
+
+    assert Tools.reset_buffers() == Tools().reset_buffers() == "static"
+    assert Tools.configure_model() == Tools().configure_model() == "Tools"
+
+
 def test_property_5_a_tensor_dataclass_field_is_a_buffer() -> None:
     """Assigned by the __init__ dataclass adds, before nn.Module.__init__ ran: construction too."""
 
