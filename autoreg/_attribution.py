@@ -400,6 +400,24 @@ def _codes(
     elif isinstance(attribute, _WRAPPERS):
         inner = getattr(attribute, "__func__", None) or getattr(attribute, "func", None)
         yield from _codes(inner, seen)
+    elif isinstance(attribute, functools.singledispatchmethod):
+        for function in attribute.dispatcher.registry.values():  # the default's among them
+            yield from _codes(function, seen)
+    else:  # a wrapper of another type that says what it wraps (an lru_cache, a decorator class)
+        yield from _codes(_own_wrapped(attribute), seen)
+
+
+def _own_wrapped(attribute: object) -> object:
+    """What ``functools.update_wrapper`` put in ``attribute``'s own ``__dict__`` as what it wraps,
+    read through its type's ``__dict__`` slot only (never a value's code); None if nothing."""
+    for klass in type(attribute).__mro__:
+        slot = klass.__dict__.get("__dict__")
+        if slot is not None:
+            if type(slot) is not types.GetSetDescriptorType:
+                return None
+            own = slot.__get__(attribute, type(attribute))
+            return own.get("__wrapped__") if type(own) is dict else None
+    return None
 
 
 def _nested(

@@ -219,6 +219,16 @@ def _unwrapped(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class _Decorator:
+    """A decorator written as a class (as wrapt's are): the method is what it says it wraps."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Callable[..., Any]:
+        return functools.partial(self.__wrapped__, instance)  # type: ignore[attr-defined]
+
+
 def _store(module: nn.Module, name: str) -> None:
     setattr(module, name, torch.zeros(1))
 
@@ -258,6 +268,15 @@ def _kinds(prefix: str) -> dict[str, Any]:
         f"do_{prefix}_prop": property(lambda self: None, setter),
         f"do_{prefix}_partialmethod": functools.partialmethod(partial_target, None),
         f"do_{prefix}_nested": nested,
+        f"do_{prefix}_dispatch": functools.singledispatchmethod(
+            lambda self, x: _store(self, f"{prefix}_singledispatchmethod")
+        ),
+        f"do_{prefix}_class_decorator": _Decorator(
+            lambda self: _store(self, f"{prefix}_class_decorator")
+        ),
+        f"do_{prefix}_cached": functools.lru_cache(maxsize=None)(
+            lambda self: _store(self, f"{prefix}_lru_cache")
+        ),
     }
 
 
@@ -273,6 +292,9 @@ KINDS = [
     "partialmethod",
     "comprehension",
     "lambda",
+    "singledispatchmethod",
+    "class_decorator",
+    "lru_cache",
 ]
 
 
@@ -287,6 +309,9 @@ def _call_all(module: Any, prefix: str) -> None:
     setattr(module, f"do_{prefix}_prop", 1)
     getattr(module, f"do_{prefix}_partialmethod")()
     getattr(module, f"do_{prefix}_nested")()
+    getattr(module, f"do_{prefix}_dispatch")(1)
+    getattr(module, f"do_{prefix}_class_decorator")()
+    getattr(module, f"do_{prefix}_cached")()
 
 
 class _Recording(nn.Module):
