@@ -43,8 +43,8 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, TypeVar
 
 from ._errors import AutoRegisterWarning
 from ._frames import past_dynamo
@@ -59,15 +59,36 @@ __all__ = [
     "attribute",
     "attribute_past_dynamo",
     "compiled_attribution",
+    "constant_result",
     "inlined_codes",
     "judge_codes",
     "source_code",
+    "traced_instance",
     "warn_at_assignment",
 ]
 
 # What torch.compiler.assume_constant_result sets on a function: dynamo calls such a function while
 # it traces, and puts its result in the graph as a constant.
 CONSTANT_RESULT: Final = "_dynamo_marked_constant"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def constant_result(function: _F) -> _F:
+    """``function``, called by dynamo while it traces, its answer a constant of the graph: marked
+    as torch.compiler.assume_constant_result marks a function (a test compares the two), without
+    calling it: on most supported torch versions it imports torch._dynamo, and every eager
+    program on autoreg would import torch.compile's front end (1.7 s). Its code is renamed: dynamo
+    before torch 2.6 or so stores the answer in the compiled frame's module globals under the
+    code's name, over what that module holds there (autoreg's own module, where dynamo compiles
+    one of its functions as a frame of its own: the function itself was replaced by its answer).
+    """
+    function.__code__ = function.__code__.replace(
+        co_name=f"_autoreg_constant_{function.__code__.co_name}"
+    )
+    setattr(function, CONSTANT_RESULT, True)
+    return function
+
 
 _AMBIGUOUS: Final = "ambiguous"  # the code of a function of the model's and of a framework's
 _LIBRARIES: Final = (TORCH_DIR, AUTOREG_DIR)
@@ -101,6 +122,7 @@ def attribute(record: ClassRecord, frame: types.FrameType | None, name: str, val
     return MODEL
 
 
+@constant_result
 def compiled_attribution(cls: type) -> str:
     """What ``attribute`` answers for an assignment that dynamo is tracing, on an instance of
     ``cls``: called by dynamo while it traces, never at run time (its answer is a constant of the
@@ -129,13 +151,6 @@ def compiled_attribution(cls: type) -> str:
         elif roots and code.co_filename.startswith(roots):
             return FRAMEWORK
     return attribute(record, sys._getframe(1), "", None)
-
-
-# Called by dynamo while it traces, its answer a constant of the graph: marked as
-# torch.compiler.assume_constant_result marks a function (a test compares the two), without
-# calling it: on most supported torch versions it imports torch._dynamo, and every eager program
-# on autoreg would import torch.compile's front end (1.7 s).
-setattr(compiled_attribution, CONSTANT_RESULT, True)
 
 
 def source_code(code: types.CodeType) -> types.CodeType:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._attribution import warn_at_assignment
+from ._attribution import constant_result, warn_at_assignment
 from ._config import Mode
 from ._contract import REGISTER, Concern, Decision
 from ._errors import UnregisteredTensorError
@@ -38,7 +38,7 @@ from ._messages.describe import describe
 from ._record import ClassRecord
 from ._walk import loose_tensors
 
-__all__ = ["enforce"]
+__all__ = ["compiled_warned", "enforce"]
 
 
 def enforce(
@@ -47,7 +47,13 @@ def enforce(
     """Refuse (strict) or warn about ``decision.concern`` for ``module.name = value``."""
     concern = decision.concern
     mode = record.mode
-    if concern is None or (mode is not Mode.STRICT and (concern.value, name) in record.warned):
+    if concern is None:
+        return
+    if mode is not Mode.STRICT and (
+        compiled_warned(record.cls, concern.value, name)
+        if is_compiling()
+        else (concern.value, name) in record.warned
+    ):
         return  # warned once per class, concern and name: nothing more to look at or say
     cls = type(module).__name__
     if concern is Concern.GRAD_LEAF:
@@ -107,12 +113,25 @@ def enforce(
     _warn_once(record, concern, name, message)
 
 
+@constant_result
+def compiled_warned(cls: type, concern: str, name: str) -> bool:
+    """Whether ``cls`` has warned about (``concern``, ``name``), for an assignment dynamo is
+    tracing: called by dynamo while it traces, never at run time (its answer is a constant of the
+    compiled code, without a guard: one on the set of warnings would recompile for every warning
+    the class gives afterwards, anywhere). A warning once given stays given: compiled code traced
+    before it asks again, eagerly (``_warn_once``)."""
+    record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
+    return (concern, name) in record.warned
+
+
 def _warn_once(record: ClassRecord, concern: Concern, name: str, message: str) -> None:
     """Warn about (concern, name) the first time this class sees it, at the user's assignment."""
+    if is_compiling():  # frames cannot be walked in code dynamo compiles (this, a caller), nor
+        # the set of warnings read (dynamo would guard on it): eagerly, a graph break, as
+        # warnings.warn's
+        past_dynamo(_warn_once, record, concern, name, message)
+        return
     key = (concern.value, name)
     if key not in record.warned:
         record.warned.add(key)
-        if is_compiling():  # frames cannot be walked in code dynamo compiles (this, a caller)
-            past_dynamo(warn_at_assignment, record, message)  # a graph break, as warnings.warn's
-        else:
-            warn_at_assignment(record, message)
+        warn_at_assignment(record, message)

@@ -448,7 +448,10 @@ def _store_then_enforce(
     d = module.__dict__
     name = s[0]
     key = role_key(name)
-    before = {k: d[k] for k in (name, key, CARRYING) if k in d}
+    # Compiled code never adds to the list of carried names (_state), nor reads it: dynamo would
+    # guard on it, and every name carried eagerly afterwards would recompile.
+    kept = (name, key) if _is_compiling() else (name, key, CARRYING)
+    before = {k: d[k] for k in kept if k in d}
     if type(before.get(CARRYING)) is dict:  # a copy: carry() adds to the list in place (_state)
         before[CARRYING] = dict(before[CARRYING])
     execute(module, record, s, value, decision)
@@ -457,7 +460,7 @@ def _store_then_enforce(
     try:
         enforce(module, record, name, value, decision)
     except BaseException:
-        for k in (name, key, CARRYING):
+        for k in kept:
             if k in before:
                 d[k] = before[k]
             else:

@@ -375,6 +375,36 @@ def test_warn_mode_steady_state_does_not_break_the_graph() -> None:
     torch.testing.assert_close(outputs[-1], torch.full((2, 3), 8.0))
 
 
+@pytest.mark.parametrize("framework", [False, True], ids=["module", "framework base"])
+def test_warn_mode_steady_state_recompiles_nothing_while_the_class_warns_about_other_names(
+    framework: bool,
+) -> None:
+    """Warn mode's compiled steady state, after the eager call it asks for, while the class warns
+    about other names between compiled calls (another instance's, the compiled module's own), with
+    ``fullgraph=True``: as many frames as the twin's. (Compiled code guarded on the set of
+    (concern, name) pairs the class had warned about, and on a framework base on the compiled
+    module's list of carried names: each new warning or name recompiled, and after eight dynamo
+    gave up, which ``fullgraph=True`` raises.)"""
+    base: type[nn.Module] = _SetattrBase if framework else nn.Module
+    auto = type("Warned", (autoreg.AutoRegisterMixin, base), {"forward": _cache_forward}, warn=True)
+    twin = type("TwinWarned", (base,), {"forward": _cache_forward})
+    frames = {}
+    for cls in (auto, twin):
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+        module = cls()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", autoreg.AutoRegisterWarning)
+            module(torch.ones(2))  # eagerly first, as warn mode asks
+            compiled = torch.compile(module, backend=counter, fullgraph=True)
+            for i in range(10):
+                compiled(torch.ones(2))
+                setattr(cls(), f"other{i}", torch.ones(1))  # warned about, on another instance
+                setattr(module, f"own{i}", torch.ones(1))  # and on this one: carried
+        frames[cls] = counter.frame_count
+    assert frames[auto] == frames[twin] == 1
+
+
 def test_warn_mode_first_assignment_inside_a_compiled_forward_is_a_graph_break() -> None:
     """Caveat (README): the once-per-name warning cannot be traced; compile after a first eager
     call, or leave fullgraph off (the break happens on the first call only)."""
