@@ -31,11 +31,12 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from ._attribution import (
-    CONSTANT_RESULT,
     attribute,
     attribute_past_dynamo,
     compiled_attribution,
+    constant_result,
     inlined_codes,
+    traced_instance,
 )
 from ._record import CACHE_LIMIT, ClassRecord
 from ._state import CARRIED, CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
@@ -141,7 +142,8 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to()
 #   role          the name's role (``_state.role_key``), or None
 #   registry      where nn.Module keeps the name (``Registry``), or None
 #   constructing  whether the module is being built (``_construction``); False for a name a
-#                 registry holds (rows 1 to 3 decide it, and read neither this nor what follows)
+#                 registry holds (rows 1 to 3 decide it, and read neither this nor what follows);
+#                 None when compiled code cannot tell (``compiled_building``)
 #   slot          why the name cannot hold a buffer (``slot_kind``), or None
 #   derived       whether it is the weight prune / weight_norm / spectral_norm derive; None when
 #                 that cannot be told (compiled code, before the utility's hook exists)
@@ -150,7 +152,7 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to()
 # derived one about a tensor that is no leaf requiring grad there (row 6 takes such a leaf
 # anyway); for any other assignment they are None and False.
 Situation: TypeAlias = tuple[
-    str, Kind, "str | None", "Registry | None", bool, "str | None", "bool | None"
+    str, Kind, "str | None", "Registry | None", "bool | None", "str | None", "bool | None"
 ]
 
 
@@ -236,10 +238,14 @@ def situation(
                     if compiling or not from_setattr or is_compiling()
                     else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
-    constructing = (
+    constructing: bool | None = (
         registry is UNBUILT
         or (CONSTRUCTING in d and is_building(d, compiling))  # a call only when marked
-        or (id(d) in EARLY if not compiling and EARLY else False)  # _construction says why
+        or (
+            (kind in TENSORS and compiled_building(record.cls))  # the one kind it decides
+            if compiling
+            else (id(d) in EARLY if EARLY else False)  # _construction says why
+        )
     )
     if constructing and kind is TENSOR and value.dtype.is_complex:  # type: ignore[attr-defined]
         kind = COMPLEX
@@ -286,6 +292,7 @@ def read_torch_assigners() -> None:
         TORCH_UNREAD.pop(name, None)
 
 
+@constant_result
 def compiled_slot(cls: type, name: str) -> str | None:
     """``slot_kind`` of ``name`` on ``cls`` for an assignment dynamo is tracing: called by dynamo
     while it traces, never at run time (its answer is a constant of the compiled code). It reads
@@ -296,9 +303,27 @@ def compiled_slot(cls: type, name: str) -> str | None:
     return slot_kind(record.namespaces, name)
 
 
-setattr(compiled_slot, CONSTANT_RESULT, True)  # as compiled_attribution
+@constant_result
+def compiled_building(cls: type) -> bool | None:
+    """Whether the instance of ``cls`` that an assignment dynamo is tracing is being built by a
+    construction method that began before ``nn.Module.__init__`` ran, which marks it outside its
+    ``__dict__`` (``_state.EARLY``, which compiled code does not read): called by dynamo while it
+    traces, never at run time (its answer is a constant of the compiled code, without a guard: one
+    on ``EARLY`` would recompile for every instance built). False when no such construction runs,
+    or the instance dynamo traces is read and is not one (another module's ``__init__`` calling a
+    compiled forward); None otherwise: compiled code cannot tell, and the assignment is left to
+    eager code, which can (the compiled code is reused for other instances: a graph break where
+    the store would be the twin's buffer). Dynamo traces a construction it runs whole inside the
+    compiled function without ever filling ``EARLY``: there the mark is in the ``__dict__``."""
+    if not EARLY:
+        return False
+    module = traced_instance(cls.__autoreg__)  # type: ignore[attr-defined]
+    if isinstance(module, nn.Module) and id(module.__dict__) not in EARLY:
+        return False
+    return None
 
 
+@constant_result
 def compiled_torch_assigns(cls: type, name: str) -> bool:
     """Whether the first store of a tensor or container under ``name``, new to an instance of
     ``cls``, that dynamo is tracing is made by torch's own code (``TORCH_ASSIGNS``:
@@ -316,9 +341,6 @@ def compiled_torch_assigns(cls: type, name: str) -> bool:
         if id(code) not in record.setattr_codes:
             return id(code) in TORCH_ASSIGNS
     return False
-
-
-setattr(compiled_torch_assigns, CONSTANT_RESULT, True)  # as compiled_attribution
 
 
 def _code(function: Any) -> types.CodeType:

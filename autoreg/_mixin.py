@@ -152,8 +152,10 @@ class AutoRegisterMixin(_MixinBase):
             role_at = role_key(name)
             role = d.get(role_at)
             s = situation(record, d, name, value, role, True)
-            if s[2] is UNDECIDED:  # row 4 cannot tell here, and warn or strict mode says so
-                # read eagerly, from the frames: a graph break, as a warning is
+            if s[2] is UNDECIDED or s[4] is None:
+                # Row 4 cannot tell here, and warn or strict mode says so, or whether the module
+                # is being built cannot be told here: read eagerly (from the frames, from
+                # _state.EARLY), a graph break, as a warning is
                 past_dynamo(AutoRegisterMixin.__setattr__, self, name, value)
                 return
             if (
