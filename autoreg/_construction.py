@@ -3,7 +3,8 @@
 An instance is constructing until ``nn.Module.__init__`` has run (nothing else can be happening to
 it then), and while one of its construction methods runs: ``__init__`` (written in the class
 statement, or a ``functools.partialmethod``), ``__post_init__`` (``@dataclass`` calls it from the
-``__init__`` it adds after the class statement), ``__attrs_post_init__`` (attrs),
+``__init__`` it adds after the class statement), ``__attrs_pre_init__`` and
+``__attrs_post_init__`` (attrs),
 ``configure_model()`` (Lightning builds layers there) and ``reset_buffers()`` (autoreg's convention
 for derived buffers). Each such method an autoreg class defines is wrapped when the class is
 created: while the outermost call for an instance runs, the instance's ``__dict__`` holds
@@ -41,7 +42,14 @@ from ._state import CONSTRUCTING, PENDING, Building, is_building
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
 
 CONSTRUCTION_METHODS: Final = frozenset(
-    ("__init__", "__post_init__", "__attrs_post_init__", "configure_model", "reset_buffers")
+    (
+        "__init__",
+        "__post_init__",
+        "__attrs_pre_init__",
+        "__attrs_post_init__",
+        "configure_model",
+        "reset_buffers",
+    )
 )
 _MARK: Final = "__autoreg_constructs__"  # set on the wrappers
 
@@ -50,12 +58,12 @@ def prepare(cls: type) -> None:
     """Wrap the construction methods a new autoreg class defines; a class without an ``__init__``
     of its own gets a wrapper of the one it inherits from a framework base (whose code may call a
     method of the model that assigns: ``nn.Module.__init__`` assigns nothing, and is not), unless
-    a decorator may add one after the class statement (``_GENERATED_INIT_HOOKS``)."""
+    that is left to the class that defines it, or to a decorator (``_inherited_init_left``)."""
     for method in CONSTRUCTION_METHODS:
         function = cls.__dict__.get(method)
         if function is None and method == "__init__":
             inherited = cls.__init__  # type: ignore[misc]
-            if inherited is not nn.Module.__init__ and not _has_generated_init_hooks(cls):
+            if inherited is not nn.Module.__init__ and not _inherited_init_left(cls):
                 function = inherited
         if isinstance(function, (staticmethod, classmethod)):
             continue  # it builds no instance: called on the class, it takes no instance either
@@ -64,17 +72,23 @@ def prepare(cls: type) -> None:
 
 
 # The hooks of the __init__ that @dataclass and attrs write after the class statement, which
-# they write only into a class that has none of its own: a wrapper of an inherited __init__,
-# put there first, kept them from writing theirs (the fields were dropped). A class that has one
-# (its own or inherited) is built by such an __init__; the hook's call is construction (wrapped
-# where the class defines it), and so is all that runs before nn.Module.__init__.
+# they write only into a class that has none of its own: a wrapper of an inherited __init__, put
+# there first, kept them from writing theirs (the fields were dropped).
 _GENERATED_INIT_HOOKS: Final = ("__post_init__", "__attrs_pre_init__", "__attrs_post_init__")
 
 
-def _has_generated_init_hooks(cls: type) -> bool:
-    """Whether ``cls`` has (defines or inherits) a hook of a generated ``__init__``; read from
-    the classes' ``__dict__``, never a value's code."""
-    return any(hook in klass.__dict__ for klass in cls.__mro__ for hook in _GENERATED_INIT_HOOKS)
+def _inherited_init_left(cls: type) -> bool:
+    """Whether the ``__init__`` that ``cls`` inherits is left unwrapped: when an autoreg class
+    defines it (its construction is that class's own: wrapped there, or written there by a
+    decorator that calls its hooks, wrapped there), or when ``cls`` itself defines a hook of a
+    generated ``__init__`` (a decorator writes its own; the hooks are construction, and so is all
+    that runs before ``nn.Module.__init__``). Read from the classes' ``__dict__``."""
+    if any(hook in cls.__dict__ for hook in _GENERATED_INIT_HOOKS):
+        return True
+    for klass in cls.__mro__[1:]:
+        if "__init__" in klass.__dict__:
+            return isinstance(klass.__dict__.get("__autoreg__"), ClassRecord)
+    return False
 
 
 def finalize(cls: type) -> None:

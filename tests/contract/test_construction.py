@@ -370,6 +370,67 @@ def test_property_5_a_decorated_class_that_inherits_an_init_gets_the_decorators(
         assert role(module, "table") == "plain"
 
 
+@dataclasses.dataclass(eq=False)
+class _FrameworkDataclass(nn.Module):
+    """A framework base that is a module dataclass: its __post_init__ calls a model method."""
+
+    n: int = 3
+
+    def __post_init__(self) -> None:
+        super().__init__()
+        self.build()  # type: ignore[operator]
+
+
+class _FrameworkWithAHookNamedMethod(nn.Module):
+    """A framework base with a method that happens to be named as a generated __init__'s hook."""
+
+    n = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.build()  # type: ignore[operator]
+
+    def __post_init__(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "framework", [_FrameworkDataclass, _FrameworkWithAHookNamedMethod], ids=["dataclass", "method"]
+)
+def test_a_framework_base_init_the_class_inherits_undecorated_is_construction(
+    framework: type[nn.Module],
+) -> None:
+    """An undecorated model class on a framework base whose ``__init__`` (a dataclass's generated
+    one, or a plain one beside a method named ``__post_init__``) calls a model method that assigns
+    a tensor: a buffer, as row 10 says of a framework base's ``__init__`` the class inherits.
+    (Skipping the wrapper of every inherited ``__init__`` whose class had such a hook anywhere in
+    its bases made it carried: found by 2026-12-07's third adversarial round.)"""
+
+    def build(self: nn.Module) -> None:
+        self.table = torch.ones(self.n)  # type: ignore[attr-defined]
+
+    cls = type("Model", (autoreg.AutoRegisterMixin, framework), {"build": build}, persistent=True)
+    module = cls()
+    assert persistence(module) == {"table": True}
+    assert set(module.state_dict()) == {"table"}
+
+
+def test_an_attrs_pre_init_hook_is_construction() -> None:
+    """attrs (``slots=False``) calls ``__attrs_pre_init__`` first, from the ``__init__`` it writes
+    after the class statement; a module built there is built: its tensors are buffers, as with
+    ``slots=True`` (attrs makes the class again, with its ``__init__`` in the statement)."""
+
+    @attrs.define(eq=False, slots=False)
+    class Table(autoreg.Module, persistent=True):
+        n: int = 2
+
+        def __attrs_pre_init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(3)
+
+    assert persistence(Table(n=4)) == {"table": True}
+
+
 def test_a_static_or_class_method_under_a_construction_methods_name_is_left_as_it_is() -> None:
     """A ``staticmethod`` or ``classmethod`` named as a construction method builds no instance:
     called on the class or an instance, it works as on ``nn.Module`` (wrapped, it took the
