@@ -44,7 +44,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from ._errors import AutoRegisterWarning
 from ._frames import past_dynamo
@@ -392,9 +392,9 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
 def _inherited_construction(attribute: object, later: Iterable[type], key: str) -> bool:
     """Whether ``attribute`` is autoreg's construction wrapper of a method the class inherits
     (``_construction.prepare``): a function's own attributes are read, never a value's code."""
-    if not isinstance(attribute, types.FunctionType):
+    if not issubclass(type(attribute), types.FunctionType):
         return False
-    own = attribute.__dict__
+    own = cast(types.FunctionType, attribute).__dict__
     wrapped = own.get("__wrapped__")
     return (
         wrapped is not None
@@ -407,46 +407,58 @@ def _codes(
     attribute: object, seen: set[int]
 ) -> Iterator[tuple[types.CodeType, types.FunctionType]]:
     """The code objects of the functions ``attribute`` is or wraps, with their nested code; with
-    each, the function whose code (or nested code) it is."""
+    each, the function whose code (or nested code) it is. Known by ``type(attribute)``, never by
+    what the value says its class is (a proxy's ``__class__`` is code of its own)."""
     if id(attribute) in seen:
         return
     seen.add(id(attribute))
-    if isinstance(attribute, types.FunctionType):
-        wrapped = attribute.__dict__.get("__wrapped__")
+    kind = type(attribute)
+    if issubclass(kind, types.FunctionType):
+        function = cast(types.FunctionType, attribute)
+        wrapped = function.__dict__.get("__wrapped__")
         if wrapped is not None:  # a wrapper that says what it wraps: its code is shared
             yield from _codes(wrapped, seen)
             return
-        yield from _nested(attribute.__code__, attribute)
-        for cell in attribute.__closure__ or ():  # a decorator without functools.wraps
+        yield from _nested(function.__code__, function)
+        for cell in function.__closure__ or ():  # a decorator without functools.wraps
             contents = _contents(cell)
-            if contents is not cell and not isinstance(contents, type):
+            if contents is not cell and not issubclass(type(contents), type):
                 yield from _codes(contents, seen)
-    elif isinstance(attribute, types.MethodType):
-        yield from _codes(attribute.__func__, seen)
-    elif isinstance(attribute, functools.partial):
-        yield from _codes(attribute.func, seen)
-    elif isinstance(attribute, property):
-        for accessor in (attribute.fget, attribute.fset, attribute.fdel):
+    elif issubclass(kind, types.MethodType):
+        yield from _codes(cast(types.MethodType, attribute).__func__, seen)
+    elif issubclass(kind, functools.partial):
+        yield from _codes(cast(functools.partial[Any], attribute).func, seen)
+    elif issubclass(kind, property):
+        held = cast(property, attribute)
+        for accessor in (held.fget, held.fset, held.fdel):
             yield from _codes(accessor, seen)
-    elif isinstance(attribute, _WRAPPERS):
+    elif issubclass(kind, _WRAPPERS):
         inner = getattr(attribute, "__func__", None) or getattr(attribute, "func", None)
         yield from _codes(inner, seen)
-    elif isinstance(attribute, functools.singledispatchmethod):
-        for function in attribute.dispatcher.registry.values():  # the default's among them
+    elif issubclass(kind, functools.singledispatchmethod):
+        dispatcher: Any = cast(Any, attribute).dispatcher
+        for function in dispatcher.registry.values():  # the default's among them
             yield from _codes(function, seen)
     else:  # a wrapper of another type that says what it wraps (an lru_cache, a decorator class)
         yield from _codes(_own_wrapped(attribute), seen)
 
 
+# What a class's metaclass cannot replace: the class's own MRO and __dict__, read as type reads
+# them (a metaclass's property of the same name is code of its own).
+_MRO_OF: Final = type.__dict__["__mro__"].__get__
+_DICT_OF: Final = type.__dict__["__dict__"].__get__
+
+
 def _own_wrapped(attribute: object) -> object:
     """What ``functools.update_wrapper`` put in ``attribute``'s own ``__dict__`` as what it wraps,
     read through its type's ``__dict__`` slot only (never a value's code); None if nothing."""
-    for klass in type(attribute).__mro__:
-        slot = klass.__dict__.get("__dict__")
+    kind = type(attribute)
+    for klass in _MRO_OF(kind):
+        slot = _DICT_OF(klass).get("__dict__")
         if slot is not None:
             if type(slot) is not types.GetSetDescriptorType:
                 return None
-            own = slot.__get__(attribute, type(attribute))
+            own = slot.__get__(attribute, kind)
             return own.get("__wrapped__") if type(own) is dict else None
     return None
 

@@ -344,6 +344,44 @@ def test_every_kind_of_method_is_its_classs(base: type, later: bool) -> None:
     assert {kind: role(model, f"own_{kind}") for kind in KINDS} == dict.fromkeys(KINDS, "carried")
 
 
+class _RaisingMeta(type):
+    @property
+    def __mro__(cls) -> tuple[type, ...]:  # type: ignore[override]
+        raise RuntimeError("a metaclass's code ran")
+
+
+class _Proxy:
+    """A lazy proxy whose ``__class__`` runs code (and raises until it is resolved)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # type: ignore[override]
+        raise RuntimeError("a proxy's code ran")
+
+
+@pytest.mark.parametrize(
+    "make", [_RaisingMeta("Odd", (), {}), _Proxy], ids=["metaclass __mro__", "__class__"]
+)
+def test_reading_a_classs_attributes_runs_none_of_their_code(make: Callable[[], object]) -> None:
+    """Row 4 reads the attributes of the instance's classes for the code they are or wrap, by
+    their types: an attribute whose metaclass or ``__class__`` runs code (a lazy proxy) is never
+    asked, and the model's run-time store is carried, as when the attribute is not there. (Its
+    ``RuntimeError`` came out of the store: found by 2026-12-07's third adversarial round.)"""
+
+    class Framework(nn.Module):
+        def run(self) -> None:
+            self.step()  # type: ignore[operator]
+
+    class Model(autoreg.AutoRegisterMixin, Framework):
+        helper = make()
+
+        def step(self) -> None:
+            self.h = torch.zeros(1)
+
+    model = Model()
+    model.run()
+    assert role(model, "h") == "carried"
+
+
 class _Meta(type):
     """A metaclass that adds a method to every class it makes."""
 
