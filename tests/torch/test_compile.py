@@ -1591,6 +1591,27 @@ def test_a_function_compiled_on_its_own_that_init_calls_gives_the_twins_buffers(
         assert module.double().table.dtype == torch.float64
 
 
+def test_with_fullgraph_a_compiled_function_that_init_calls_raises_where_the_twin_compiles() -> (
+    None
+):
+    """The one graph break of the test above is a refusal under ``fullgraph=True``: dynamo raises
+    (its own ``Unsupported``, naming the function it skips), where a plain module's store
+    compiles. Recorded in compatibility.md: compile such functions without ``fullgraph=True``,
+    or call them eagerly (found by 2026-12-07's third adversarial round; before, it compiled, and
+    the tensor was carried)."""
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        FilledByAFunction(torch.compile(_fill, backend="eager", fullgraph=True))
+
+    class Plain(nn.Module):
+        def __init__(self, fill: Callable[[nn.Module], None]) -> None:
+            super().__init__()
+            fill(self)
+
+    torch._dynamo.reset()
+    assert role(Plain(torch.compile(_fill, backend="eager", fullgraph=True)), "table") == "plain"
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
