@@ -34,12 +34,14 @@ from typing import Any, Final
 from torch import nn
 
 from . import _state
+from ._errors import ClassDefinitionError
 from ._execute import register_pending
 from ._facts import is_compiling
+from ._messages.contract import INHERITED_INIT_UNDER_A_DECORATOR
 from ._record import ClassRecord
 from ._state import CONSTRUCTING, PENDING, Building, is_building
 
-__all__ = ["CONSTRUCTION_METHODS", "finalize", "prepare"]
+__all__ = ["CONSTRUCTION_METHODS", "finalize", "made_again_from", "prepare"]
 
 CONSTRUCTION_METHODS: Final = frozenset(
     (
@@ -52,6 +54,7 @@ CONSTRUCTION_METHODS: Final = frozenset(
     )
 )
 _MARK: Final = "__autoreg_constructs__"  # set on the wrappers
+_INHERITED: Final = "__autoreg_inherited__"  # set on a wrapper of an inherited __init__
 
 
 def prepare(cls: type) -> None:
@@ -68,7 +71,10 @@ def prepare(cls: type) -> None:
         if isinstance(function, (staticmethod, classmethod)):
             continue  # it builds no instance: called on the class, it takes no instance either
         if function is not None and not getattr(function, _MARK, False):
-            setattr(cls, method, _constructing(function, method))
+            wrapper = _constructing(function, method)
+            if function is not cls.__dict__.get(method):
+                setattr(wrapper, _INHERITED, True)  # checked by ``finalize``
+            setattr(cls, method, wrapper)
 
 
 # The hooks of the __init__ that @dataclass and attrs write after the class statement, which
@@ -78,24 +84,64 @@ _GENERATED_INIT_HOOKS: Final = ("__post_init__", "__attrs_pre_init__", "__attrs_
 
 
 def _inherited_init_left(cls: type) -> bool:
-    """Whether the ``__init__`` that ``cls`` inherits is left unwrapped: when an autoreg class
-    defines it (its construction is that class's own: wrapped there, or written there by a
-    decorator that calls its hooks, wrapped there), or when ``cls`` itself defines a hook of a
-    generated ``__init__`` (a decorator writes its own; the hooks are construction, and so is all
-    that runs before ``nn.Module.__init__``). Read from the classes' ``__dict__``."""
+    """Whether the ``__init__`` that ``cls`` inherits is left unwrapped: when a decorator writes
+    it, or wrote it, together with hooks that are construction methods, wrapped: ``cls`` itself
+    defines a hook of a generated ``__init__``, or the class that defines the inherited one is an
+    autoreg class that does. Read from the classes' ``__dict__``."""
     if any(hook in cls.__dict__ for hook in _GENERATED_INIT_HOOKS):
         return True
     for klass in cls.__mro__[1:]:
         if "__init__" in klass.__dict__:
-            return isinstance(klass.__dict__.get("__autoreg__"), ClassRecord)
+            return isinstance(klass.__dict__.get("__autoreg__"), ClassRecord) and any(
+                hook in klass.__dict__ for hook in _GENERATED_INIT_HOOKS
+            )
     return False
+
+
+def made_again_from(cls: type, old: type) -> None:
+    """``cls`` was made again from the namespace of ``old`` (``@dataclass(slots=True)``, attrs'
+    slotted classes), with autoreg's wrappers: the methods they wrap that name their class
+    (``super()``, ``__class__``) name ``cls`` now, as attrs makes every function it can reach
+    name it (it reaches the wrappers' cells, not the functions inside them)."""
+    for value in cls.__dict__.values():
+        if type(value) is not types.FunctionType or not value.__dict__.get(_MARK):
+            continue
+        wrapped = value.__dict__.get("__wrapped__")
+        if type(wrapped) is types.FunctionType and "__class__" in wrapped.__code__.co_freevars:
+            closure = wrapped.__closure__ or ()
+            cell = closure[wrapped.__code__.co_freevars.index("__class__")]
+            if cell.cell_contents is old:
+                cell.cell_contents = cls
 
 
 def finalize(cls: type) -> None:
     """Finalize ``cls``, when its first instance is assigned to: its annotations are read again,
-    now that the module defining it is done (forward references resolve)."""
+    now that the module defining it is done (forward references resolve). A class a decorator
+    made a dataclass (or attrs class) after autoreg wrapped the ``__init__`` it inherits, which
+    kept the decorator from writing its own, is refused: its fields would be the base's."""
+    init = cls.__dict__.get("__init__")
+    if type(init) is types.FunctionType and init.__dict__.get(_INHERITED):
+        params = cls.__dict__.get("__dataclass_params__")
+        for fields, decorator, hook in _DECORATED:
+            if fields in cls.__dict__ and getattr(params, "init", True):  # (not init=False)
+                base = init.__dict__.get("__wrapped__")
+                raise ClassDefinitionError(
+                    INHERITED_INIT_UNDER_A_DECORATOR.format(
+                        cls=cls.__name__,
+                        decorator=decorator,
+                        base=getattr(base, "__qualname__", "its base's").rsplit(".", 1)[0],
+                        hook=hook,
+                    )
+                )
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     record.finalize()
+
+
+# What @dataclass and attrs set on the class they decorate, and the hook their __init__ calls.
+_DECORATED: Final = (
+    ("__dataclass_fields__", "@dataclass", "__post_init__"),
+    ("__attrs_attrs__", "attrs", "__attrs_post_init__"),
+)
 
 
 def _frame_signature(self: Any) -> None:

@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
-from ._construction import CONSTRUCTION_METHODS, finalize, prepare
+from ._construction import CONSTRUCTION_METHODS, finalize, made_again_from, prepare
 from ._contract import EXPLICIT_ROW, OTHER_ROW, REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration, defining_namespace
 from ._enforce import enforce
@@ -365,9 +365,23 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
+    made_again = cls.__dict__.get("__autoreg__")  # the namespace's, before it is replaced
+    if (
+        isinstance(made_again, ClassRecord)
+        and made_again.cls is not cls
+        and made_again.cls.__bases__ == cls.__bases__
+    ):
+        # The class made again from another's namespace, with its bases but without its class
+        # keywords (@dataclass(slots=True), attrs' slotted classes): that statement's keywords,
+        # and the globals it ran in (this caller is the decorator).
+        own = made_again.own
+        keywords = {
+            key: own.get(key) if value is None else value for key, value in keywords.items()
+        }
+        namespace = made_again.namespace
     # A class statement that sets no keyword: each one None itself (a value that only compares
     # equal to None, as unittest.mock.ANY does, is no boolean: create_record refuses it).
-    if keywords["persistent"] is None and keywords["strict"] is None and keywords["warn"] is None:
+    elif keywords["persistent"] is None and keywords["strict"] is None and keywords["warn"] is None:
         parent = plain_subclass_of(cls)
         if parent is not None:  # torch's parametrizations make one such class per instance
             record = create_record(cls, AutoRegisterMixin, {}, parent)
@@ -375,10 +389,14 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
             if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
                 prepare(cls)  # else its __init__ is its base's, prepared already
             return
-    namespace = defining_namespace(cls, caller)
+        namespace = defining_namespace(cls, caller)
+    else:
+        namespace = defining_namespace(cls, caller)
     record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
     cls.__autoreg__ = record  # type: ignore[attr-defined]
     prepare(cls)
+    if isinstance(made_again, ClassRecord) and made_again.cls is not cls:
+        made_again_from(cls, made_again.cls)
 
 
 def _set_up_past_dynamo(cls: type, keywords: dict[str, bool | None]) -> None:
