@@ -92,7 +92,6 @@ def constant_result(function: _F) -> _F:
 
 _AMBIGUOUS: Final = "ambiguous"  # the code of a function of the model's and of a framework's
 _LIBRARIES: Final = (TORCH_DIR, AUTOREG_DIR)
-_WRAPPERS: Final = (staticmethod, classmethod, functools.partialmethod, functools.cached_property)
 
 
 def attribute(record: ClassRecord, frame: types.FrameType | None, name: str, value: object) -> str:
@@ -408,12 +407,14 @@ def _codes(
 ) -> Iterator[tuple[types.CodeType, types.FunctionType]]:
     """The code objects of the functions ``attribute`` is or wraps, with their nested code; with
     each, the function whose code (or nested code) it is. Known by ``type(attribute)``, never by
-    what the value says its class is (a proxy's ``__class__`` is code of its own)."""
+    what the value says its class is (a proxy's ``__class__`` is code of its own), and read
+    through the descriptors of the types named here (a subclass's property of the same name, or
+    a value's truth, is code of its own)."""
     if id(attribute) in seen:
         return
     seen.add(id(attribute))
     kind = type(attribute)
-    if issubclass(kind, types.FunctionType):
+    if kind is types.FunctionType:
         function = cast(types.FunctionType, attribute)
         wrapped = function.__dict__.get("__wrapped__")
         if wrapped is not None:  # a wrapper that says what it wraps: its code is shared
@@ -424,43 +425,55 @@ def _codes(
             contents = _contents(cell)
             if contents is not cell and not issubclass(type(contents), type):
                 yield from _codes(contents, seen)
-    elif issubclass(kind, types.MethodType):
+    elif kind is types.MethodType:
         yield from _codes(cast(types.MethodType, attribute).__func__, seen)
     elif issubclass(kind, functools.partial):
-        yield from _codes(cast(functools.partial[Any], attribute).func, seen)
+        yield from _codes(_PARTIAL_FUNC(attribute), seen)
     elif issubclass(kind, property):
-        held = cast(property, attribute)
-        for accessor in (held.fget, held.fset, held.fdel):
-            yield from _codes(accessor, seen)
-    elif issubclass(kind, _WRAPPERS):
-        inner = getattr(attribute, "__func__", None) or getattr(attribute, "func", None)
-        yield from _codes(inner, seen)
-    elif issubclass(kind, functools.singledispatchmethod):
-        dispatcher: Any = cast(Any, attribute).dispatcher
-        for function in dispatcher.registry.values():  # the default's among them
-            yield from _codes(function, seen)
-    else:  # a wrapper of another type that says what it wraps (an lru_cache, a decorator class)
-        yield from _codes(_own_wrapped(attribute), seen)
+        for accessor in _PROPERTY_ACCESSORS:
+            yield from _codes(accessor(attribute), seen)
+    elif issubclass(kind, staticmethod):
+        yield from _codes(_STATIC_FUNC(attribute), seen)
+    elif issubclass(kind, classmethod):
+        yield from _codes(_CLASS_FUNC(attribute), seen)
+    else:
+        own = _own_dict(attribute)
+        if issubclass(kind, functools.singledispatchmethod):
+            dispatcher = own.get("dispatcher")
+            if type(dispatcher) is types.FunctionType:
+                registry = dispatcher.__dict__.get("registry")
+                for function in dict(registry or {}).values():  # the default's among them
+                    yield from _codes(function, seen)
+        elif issubclass(kind, (functools.partialmethod, functools.cached_property)):
+            yield from _codes(own.get("func"), seen)
+        else:  # a wrapper of another type that says what it wraps (lru_cache, a decorator class)
+            yield from _codes(own.get("__wrapped__"), seen)
 
 
-# What a class's metaclass cannot replace: the class's own MRO and __dict__, read as type reads
-# them (a metaclass's property of the same name is code of its own).
+# The descriptors of the wrappers' own types, and what a class's metaclass cannot replace (the
+# class's own MRO and __dict__, read as type reads them).
+_PARTIAL_FUNC: Final = functools.partial.__dict__["func"].__get__
+_PROPERTY_ACCESSORS: Final = tuple(
+    property.__dict__[key].__get__ for key in ("fget", "fset", "fdel")
+)
+_STATIC_FUNC: Final = staticmethod.__dict__["__func__"].__get__
+_CLASS_FUNC: Final = classmethod.__dict__["__func__"].__get__
 _MRO_OF: Final = type.__dict__["__mro__"].__get__
 _DICT_OF: Final = type.__dict__["__dict__"].__get__
 
 
-def _own_wrapped(attribute: object) -> object:
-    """What ``functools.update_wrapper`` put in ``attribute``'s own ``__dict__`` as what it wraps,
-    read through its type's ``__dict__`` slot only (never a value's code); None if nothing."""
+def _own_dict(attribute: object) -> dict[str, object]:
+    """``attribute``'s own ``__dict__``, read through its type's ``__dict__`` slot only (never a
+    value's code); empty if it has none, or its type's slot is code of its own."""
     kind = type(attribute)
     for klass in _MRO_OF(kind):
         slot = _DICT_OF(klass).get("__dict__")
         if slot is not None:
             if type(slot) is not types.GetSetDescriptorType:
-                return None
+                return {}
             own = slot.__get__(attribute, kind)
-            return own.get("__wrapped__") if type(own) is dict else None
-    return None
+            return own if type(own) is dict else {}
+    return {}
 
 
 def _nested(

@@ -358,8 +358,48 @@ class _Proxy:
         raise RuntimeError("a proxy's code ran")
 
 
+def _ran(*_: object) -> Any:
+    raise RuntimeError("a wrapper's code ran")
+
+
+class _Partial(functools.partial):  # type: ignore[type-arg]
+    func = property(_ran)  # type: ignore[assignment]
+
+
+class _Property(property):
+    fget = property(_ran)  # type: ignore[assignment]
+
+
+class _Static(staticmethod):  # type: ignore[type-arg]
+    def __getattribute__(self, name: str) -> Any:
+        raise RuntimeError("a wrapper's code ran")
+
+
+class _Cached(functools.cached_property):  # type: ignore[type-arg]
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("a wrapper's code ran")
+
+
 @pytest.mark.parametrize(
-    "make", [_RaisingMeta("Odd", (), {}), _Proxy], ids=["metaclass __mro__", "__class__"]
+    "make",
+    [
+        _RaisingMeta("Odd", (), {}),
+        _Proxy,
+        lambda: staticmethod(torch.tensor([0.5, 0.5])),  # its truth raises
+        lambda: _Partial(print),
+        lambda: _Property(print),
+        lambda: _Static(print),
+        lambda: _Cached(print),
+    ],
+    ids=[
+        "metaclass __mro__",
+        "__class__",
+        "staticmethod of a tensor",
+        "partial subclass",
+        "property subclass",
+        "staticmethod subclass",
+        "cached_property subclass",
+    ],
 )
 def test_reading_a_classs_attributes_runs_none_of_their_code(make: Callable[[], object]) -> None:
     """Row 4 reads the attributes of the instance's classes for the code they are or wrap, by
