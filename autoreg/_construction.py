@@ -68,7 +68,7 @@ def prepare(cls: type) -> None:
             inherited = cls.__init__  # type: ignore[misc]
             if inherited is not nn.Module.__init__ and not _inherited_init_left(cls):
                 function = inherited
-        if isinstance(function, (staticmethod, classmethod)):
+        if issubclass(type(function), (staticmethod, classmethod)):
             continue  # it builds no instance: called on the class, it takes no instance either
         if function is not None and not getattr(function, _MARK, False):
             wrapper = _constructing(function, method)
@@ -99,10 +99,14 @@ def _inherited_init_left(cls: type) -> bool:
 
 
 def made_again_from(cls: type, old: type) -> None:
-    """``cls`` was made again from the namespace of ``old`` (``@dataclass(slots=True)``, attrs'
-    slotted classes), with autoreg's wrappers: the methods they wrap that name their class
-    (``super()``, ``__class__``) name ``cls`` now, as attrs makes every function it can reach
-    name it (it reaches the wrappers' cells, not the functions inside them)."""
+    """``cls`` was made again from the namespace of ``old``, with autoreg's wrappers: where a
+    decorator made it (``@dataclass(slots=True)``, attrs' slotted classes, which discard
+    ``old``), the methods they wrap that name their class (``super()``, ``__class__``) name
+    ``cls`` now, as attrs (and ``dataclass`` from Python 3.14) makes every function it can reach
+    name it: it reaches the wrappers, not the functions inside them. A class copied by hand
+    leaves ``old`` as it is."""
+    if not any(fields in cls.__dict__ for fields, _, _ in _DECORATED):
+        return
     for value in cls.__dict__.values():
         if type(value) is not types.FunctionType or not value.__dict__.get(_MARK):
             continue

@@ -366,11 +366,13 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
     made_again = cls.__dict__.get("__autoreg__")  # the namespace's, before it is replaced
-    if (
+    if not (
         isinstance(made_again, ClassRecord)
         and made_again.cls is not cls
         and made_again.cls.__bases__ == cls.__bases__
     ):
+        made_again = None
+    if made_again is not None:
         # The class made again from another's namespace, with its bases but without its class
         # keywords (@dataclass(slots=True), attrs' slotted classes): that statement's keywords,
         # and the globals it ran in (this caller is the decorator).
@@ -395,7 +397,7 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
     cls.__autoreg__ = record  # type: ignore[attr-defined]
     prepare(cls)
-    if isinstance(made_again, ClassRecord) and made_again.cls is not cls:
+    if made_again is not None:
         made_again_from(cls, made_again.cls)
 
 

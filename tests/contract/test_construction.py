@@ -523,6 +523,21 @@ def test_a_dataclass_on_a_framework_dataclass_base_gets_its_fields_or_a_clear_er
     assert persistence(unwritten()) == {"table": False}
 
 
+def test_a_class_copied_by_hand_leaves_the_original_as_it_is() -> None:
+    """A class made by hand from another's namespace and bases (no decorator that discards the
+    original): the copy keeps the statement's keywords, and the original's wrapped methods still
+    name the original (``super()`` works on its instances)."""
+
+    class Original(autoreg.Module, persistent=True):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(2)
+
+    copy_of = type("Copy", Original.__bases__, dict(Original.__dict__))
+    assert persistence(Original()) == {"table": True}
+    assert copy_of.__autoreg__.own == {"persistent": True}  # type: ignore[attr-defined]
+
+
 def test_an_attrs_pre_init_hook_is_construction() -> None:
     """attrs (``slots=False``) calls ``__attrs_pre_init__`` first, from the ``__init__`` it writes
     after the class statement; a module built there is built: its tensors are buffers, as with
