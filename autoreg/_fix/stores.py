@@ -63,9 +63,7 @@ Kind: TypeAlias = Literal["tensor", "none", "parameter", "other"]
 # What other_value finds: the value, and the parameter whose default it is.
 _Other: TypeAlias = tuple[cst.BaseExpression, str | None] | None
 
-CONSTRUCTION: Final = frozenset(
-    {"__init__", "__post_init__", "__attrs_pre_init__", "__attrs_post_init__"}
-)
+CONSTRUCTION: Final = frozenset({"__init__", "__post_init__", "__attrs_post_init__"})
 
 # torch functions that return one tensor (a tuple-returning one, such as torch.split, is not here).
 TENSOR_FUNCTIONS: Final = frozenset(
