@@ -79,9 +79,10 @@ def constant_result(function: _F) -> _F:
     as torch.compiler.assume_constant_result marks a function (a test compares the two), without
     calling it: on most supported torch versions it imports torch._dynamo, and every eager
     program on autoreg would import torch.compile's front end (1.7 s). Its code is renamed: dynamo
-    before torch 2.6 or so stores the answer in the compiled frame's module globals under the
-    code's name, over what that module holds there (autoreg's own module, where dynamo compiles
-    one of its functions as a frame of its own: the function itself was replaced by its answer).
+    2.5 stores the answer in the compiled frame's module globals under the code's name, over what
+    that module holds there (autoreg's own module, where dynamo compiles one of its functions as a
+    frame of its own: the function itself was replaced by its answer); dynamo 2.13 picks a name
+    the module does not hold.
     """
     function.__code__ = function.__code__.replace(
         co_name=f"_autoreg_constant_{function.__code__.co_name}"
@@ -391,9 +392,9 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
 def _inherited_construction(attribute: object, later: Iterable[type], key: str) -> bool:
     """Whether ``attribute`` is autoreg's construction wrapper of a method the class inherits
     (``_construction.prepare``): a function's own attributes are read, never a value's code."""
-    if not issubclass(type(attribute), types.FunctionType):
+    if type(attribute) is not types.FunctionType:
         return False
-    own = cast(types.FunctionType, attribute).__dict__
+    own = attribute.__dict__
     wrapped = own.get("__wrapped__")
     return (
         wrapped is not None

@@ -61,18 +61,20 @@ def prepare(cls: type) -> None:
     """Wrap the construction methods a new autoreg class defines; a class without an ``__init__``
     of its own gets a wrapper of the one it inherits from a framework base (whose code may call a
     method of the model that assigns: ``nn.Module.__init__`` assigns nothing, and is not), unless
-    that is left to the class that defines it, or to a decorator (``_inherited_init_left``)."""
+    a decorator writes it, or wrote it with wrapped hooks (``_inherited_init_left``)."""
     for method in CONSTRUCTION_METHODS:
         function = cls.__dict__.get(method)
+        inherited = False
         if function is None and method == "__init__":
-            inherited = cls.__init__  # type: ignore[misc]
-            if inherited is not nn.Module.__init__ and not _inherited_init_left(cls):
-                function = inherited
-        if issubclass(type(function), (staticmethod, classmethod)):
-            continue  # it builds no instance: called on the class, it takes no instance either
-        if function is not None and not getattr(function, _MARK, False):
+            function = cls.__init__  # type: ignore[misc]
+            inherited = True
+            if function is nn.Module.__init__ or _inherited_init_left(cls):
+                continue
+        if function is None or issubclass(type(function), (staticmethod, classmethod)):
+            continue  # a static or class method builds no instance, and takes none
+        if not getattr(function, _MARK, False):
             wrapper = _constructing(function, method)
-            if function is not cls.__dict__.get(method):
+            if inherited:
                 setattr(wrapper, _INHERITED, True)  # checked by ``finalize``
             setattr(cls, method, wrapper)
 
@@ -102,9 +104,8 @@ def made_again_from(cls: type, old: type) -> None:
     """``cls`` was made again from the namespace of ``old``, with autoreg's wrappers: where a
     decorator made it (``@dataclass(slots=True)``, attrs' slotted classes, which discard
     ``old``), the methods they wrap that name their class (``super()``, ``__class__``) name
-    ``cls`` now, as attrs (and ``dataclass`` from Python 3.14) makes every function it can reach
-    name it: it reaches the wrappers, not the functions inside them. A class copied by hand
-    leaves ``old`` as it is."""
+    ``cls`` now, as attrs makes every function it can reach name it: it reaches the wrappers, not
+    the functions inside them. A class copied by hand leaves ``old`` as it is."""
     if not any(fields in cls.__dict__ for fields, _, _ in _DECORATED):
         return
     for value in cls.__dict__.values():

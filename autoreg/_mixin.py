@@ -365,22 +365,12 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
-    made_again = cls.__dict__.get("__autoreg__")  # the namespace's, before it is replaced
-    if not (
-        isinstance(made_again, ClassRecord)
-        and made_again.cls is not cls
-        and made_again.cls.__bases__ == cls.__bases__
-    ):
-        made_again = None
-    if made_again is not None:
-        # The class made again from another's namespace, with its bases but without its class
-        # keywords (@dataclass(slots=True), attrs' slotted classes): that statement's keywords,
-        # and the globals it ran in (this caller is the decorator).
+    made_again = _made_again(cls)
+    if made_again is not None:  # that statement's keywords (this one set none)
         own = made_again.own
         keywords = {
             key: own.get(key) if value is None else value for key, value in keywords.items()
         }
-        namespace = made_again.namespace
     # A class statement that sets no keyword: each one None itself (a value that only compares
     # equal to None, as unittest.mock.ANY does, is no boolean: create_record refuses it).
     elif keywords["persistent"] is None and keywords["strict"] is None and keywords["warn"] is None:
@@ -391,14 +381,27 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
             if not CONSTRUCTION_METHODS.isdisjoint(cls.__dict__):
                 prepare(cls)  # else its __init__ is its base's, prepared already
             return
-        namespace = defining_namespace(cls, caller)
-    else:
-        namespace = defining_namespace(cls, caller)
+    # The globals the class statement ran in (for a class made again, the first statement's: this
+    # caller is the decorator).
+    namespace = made_again.namespace if made_again is not None else defining_namespace(cls, caller)
     record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
     cls.__autoreg__ = record  # type: ignore[attr-defined]
     prepare(cls)
     if made_again is not None:
         made_again_from(cls, made_again.cls)
+
+
+def _made_again(cls: type) -> ClassRecord | None:
+    """The record of the class ``cls`` was made again from (its namespace copied, with its bases,
+    without its class keywords: ``@dataclass(slots=True)``, attrs' slotted classes), known by the
+    record's identity in that namespace; None for a class made by its own statement."""
+    record = cls.__dict__.get("__autoreg__")  # the namespace's, before it is replaced
+    made_again = (
+        isinstance(record, ClassRecord)
+        and record.cls is not cls
+        and record.cls.__bases__ == cls.__bases__
+    )
+    return record if made_again else None
 
 
 def _set_up_past_dynamo(cls: type, keywords: dict[str, bool | None]) -> None:

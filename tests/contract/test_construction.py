@@ -433,13 +433,16 @@ def test_a_subclass_inherits_the_init_an_autoreg_base_was_given_after_its_statem
 
 
 @pytest.mark.parametrize(
-    "decorate",
-    [dataclasses.dataclass(eq=False, slots=True), attrs.define(eq=False, slots=True)],
+    ("decorate", "hook"),
+    [
+        (dataclasses.dataclass(eq=False, slots=True), "__post_init__"),
+        (attrs.define(eq=False, slots=True), "__attrs_post_init__"),
+    ],
     ids=["dataclass", "attrs"],
 )
 @pytest.mark.parametrize("keyword", ["persistent", "warn"])
 def test_a_class_a_decorator_makes_again_keeps_its_class_keywords(
-    decorate: Callable[[type], type], keyword: str
+    decorate: Callable[[type], type], hook: str, keyword: str
 ) -> None:
     """``@dataclass(slots=True)`` and attrs' slotted classes make the class again, from its
     namespace and bases, without its class keywords: the new class keeps the statement's
@@ -450,7 +453,6 @@ def test_a_class_a_decorator_makes_again_keeps_its_class_keywords(
         nn.Module.__init__(self)  # (super() in a slotted dataclass needs Python 3.14)
         self.table = torch.ones(self.n)  # type: ignore[attr-defined]
 
-    hook = "__post_init__" if "dataclass" in repr(decorate) else "__attrs_post_init__"
     namespace = {"__module__": __name__, "__annotations__": {"n": int}, "n": 2, hook: post_init}
     made = type("Made", (autoreg.Module,), namespace, **{keyword: True})
     cls = decorate(made)
