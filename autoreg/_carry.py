@@ -207,7 +207,7 @@ def adopt(module: nn.Module) -> None:
         value = d[name]
         if name.startswith(OWN_KEYS) or kind_of(value) not in HELD:
             continue
-        s = situation(record, d, name, value, d.get(role_key(name)), False)
+        s = situation(record, d, name, value, d.get(role_key(name)), None)
         decision = decide(record, s, compiling=False)
         if decision.moves and decision.action is STORE:
             carry(module, name)

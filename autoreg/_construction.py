@@ -39,7 +39,7 @@ from ._execute import register_pending
 from ._facts import is_compiling
 from ._messages.contract import INHERITED_INIT_UNDER_A_DECORATOR
 from ._record import ClassRecord
-from ._state import CONSTRUCTING, PENDING, Building, is_building
+from ._state import CONSTRUCTING, PENDING, Building, is_building, is_building_compiled
 
 __all__ = ["CONSTRUCTION_METHODS", "finalize", "made_again_from", "prepare"]
 
@@ -182,12 +182,16 @@ def _constructing(method: Any, name: str) -> Callable[..., Any]:
                 if early in early_ids:  # an inner call: the outermost marks
                     return call(self, *args, **kwargs)
                 early_ids.add(early)
+                any_early = _state.ANY_EARLY
+                any_early[0] = True
                 try:
                     result = call(self, *args, **kwargs)
                 finally:
                     early_ids.discard(early)
+                    any_early[0] = bool(early_ids)
             else:
-                if is_building(d, is_compiling()) or (early_ids and id(d) in early_ids):  # inner
+                building = is_building_compiled(self) if is_compiling() else is_building(d)
+                if building or (early_ids and id(d) in early_ids):  # an inner call
                     return call(self, *args, **kwargs)
                 mark = Building(d)  # replaces a mark a copy of another's __dict__ brought
                 d[CONSTRUCTING] = mark

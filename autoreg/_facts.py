@@ -39,7 +39,16 @@ from ._attribution import (
     traced_instance,
 )
 from ._record import CACHE_LIMIT, ClassRecord
-from ._state import CARRIED, CONSTRUCTING, EARLY, MODULE_INTERNALS, OWN_KEYS, is_building
+from ._state import (
+    ANY_EARLY,
+    CARRIED,
+    CONSTRUCTING,
+    EARLY,
+    MODULE_INTERNALS,
+    OWN_KEYS,
+    is_building,
+    is_building_compiled,
+)
 from ._walk import CONTAINERS
 
 __all__ = [
@@ -162,11 +171,12 @@ def situation(
     name: str,
     value: object,
     role: str | None,
-    compiling: bool,
+    compiled: nn.Module | None,
     from_setattr: bool = False,
 ) -> Situation:
     """The facts of ``module.name = value``; ``d`` is the module's ``__dict__``, ``role`` the
-    name's role there. Inside code dynamo compiles, the class is read while dynamo traces.
+    name's role there. ``compiled``: the module, inside code dynamo compiles (None in eager
+    code), where the class is read while dynamo traces.
 
     ``from_setattr``: called by ``__setattr__`` itself, whose caller makes the assignment. On a
     class with a framework base, a name new to the instance that no registry holds (without a
@@ -176,6 +186,7 @@ def situation(
     such a name can need it: rows 1 to 3 never read a role, and a name leaves a registry only by
     ``del``, which forgets a registered name's role.
     """
+    compiling = compiled is not None
     cls = type(value)  # kind_of, its fast paths inlined: an assignment's hot path
     if cls is _TENSOR:  # whether it requires grad is read below, where rows 1 to 3 do not decide
         kind = EXPLICIT if getattr(value, "_is_buffer", False) else TENSOR
@@ -238,15 +249,19 @@ def situation(
                     if compiling or not from_setattr or is_compiling()
                     else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
-    constructing: bool | None = (
-        registry is UNBUILT
-        or (CONSTRUCTING in d and is_building(d, compiling))  # a call only when marked
-        or (
-            (kind in TENSORS and compiled_building(record.cls))  # the one kind it decides
-            if compiling
-            else (id(d) in EARLY if EARLY else False)  # _construction says why
+    constructing: bool | None
+    if compiled is not None:
+        constructing = registry is UNBUILT or is_building_compiled(compiled)
+        if not constructing and kind in TENSORS:  # the one kind it decides
+            early = compiled_building(record.cls)  # read while dynamo traces
+            # read in compiled code, where dynamo guards it
+            constructing = ANY_EARLY[0] if early == NOTHING_EARLY else cast("bool | None", early)
+    else:
+        constructing = (
+            registry is UNBUILT
+            or (CONSTRUCTING in d and is_building(d))  # a call only when marked
+            or (id(d) in EARLY if EARLY else False)  # _construction says why
         )
-    )
     if constructing and kind is TENSOR and value.dtype.is_complex:  # type: ignore[attr-defined]
         kind = COMPLEX
     return (name, kind, role, registry, constructing, slot, derived)
@@ -303,20 +318,29 @@ def compiled_slot(cls: type, name: str) -> str | None:
     return slot_kind(record.namespaces, name)
 
 
+# compiled_building's answer when no construction marked in EARLY runs
+NOTHING_EARLY: Final = "nothing early"
+
+
 @constant_result
-def compiled_building(cls: type) -> bool | None:
+def compiled_building(cls: type) -> bool | str | None:
     """Whether the instance of ``cls`` that an assignment dynamo is tracing is being built by a
     construction method that began before ``nn.Module.__init__`` ran, which marks it outside its
-    ``__dict__`` (``_state.EARLY``, which compiled code does not read): called by dynamo while it
-    traces, never at run time (its answer is a constant of the compiled code, without a guard: one
-    on ``EARLY`` would recompile for every instance built). False when no such construction runs,
-    or the instance dynamo traces is read and is not one (another module's ``__init__`` calling a
-    compiled forward); None otherwise: compiled code cannot tell, and the assignment is left to
-    eager code, which can (the compiled code is reused for other instances: a graph break where
-    the store would be the twin's buffer). Dynamo traces a construction it runs whole inside the
-    compiled function without ever filling ``EARLY``: there the mark is in the ``__dict__``."""
+    ``__dict__`` (``_state.EARLY``): called by dynamo while it traces, never at run time (its
+    answer is a constant of the compiled code, without a guard: one on ``EARLY`` would recompile
+    for every instance built). ``NOTHING_EARLY`` when no such construction runs: the compiled
+    code then reads ``_state.ANY_EARLY`` (False), which dynamo guards, and is traced again when
+    it runs inside such a construction (a function compiled on its own, traced on a built module,
+    that an ``__init__`` calls). False when the instance dynamo traces is read and is not being
+    built (another module's ``__init__`` calling a compiled forward): no guard, so that the
+    forward is not traced again once that construction returns; its code, reused for an instance
+    being built by another construction marked in ``EARLY`` meanwhile, is wrong (design.md's
+    limits). None otherwise: compiled code cannot tell, and the assignment is left to eager code,
+    which can (a graph break where the store would be the twin's buffer). Dynamo traces a
+    construction it runs whole inside the compiled function without ever filling ``EARLY``:
+    there the mark is in the ``__dict__``."""
     if not EARLY:
-        return False
+        return NOTHING_EARLY
     module = traced_instance(cls.__autoreg__)  # type: ignore[attr-defined]
     if isinstance(module, nn.Module) and id(module.__dict__) not in EARLY:
         return False

@@ -151,7 +151,7 @@ class AutoRegisterMixin(_MixinBase):
             # on them): the decision is made afresh (the class read while dynamo traces).
             role_at = role_key(name)
             role = d.get(role_at)
-            s = situation(record, d, name, value, role, True)
+            s = situation(record, d, name, value, role, self)
             if s[2] is UNDECIDED or s[4] is None:
                 # Row 4 cannot tell here, and warn or strict mode says so, or whether the module
                 # is being built cannot be told here: read eagerly (from the frames, from
@@ -226,7 +226,7 @@ class AutoRegisterMixin(_MixinBase):
                     # itself are the original's (_carry.deleted_roles says which).
                     for stale in deleted_roles(value, replica=True):
                         del value[stale]
-            s = situation(record, d, name, value, role, False, True)  # True: from __setattr__
+            s = situation(record, d, name, value, role, None, True)  # True: from __setattr__
             if (
                 not s[4]  # constructing (first: every assignment of a constructor stops here)
                 and role is None
@@ -453,7 +453,7 @@ def _declare_loaded(module: nn.Module, *, adopted: bool) -> None:
         elif name not in d or (role != CARRIED and not adopted):
             continue  # nothing of autoreg's: as the original holds it
         value = d[name]
-        decision = decide(record, situation(record, d, name, value, role, False), compiling=False)
+        decision = decide(record, situation(record, d, name, value, role, None), compiling=False)
         if decision.action is REGISTER:
             register(module, name, value, decision)
             d.pop(key, None)

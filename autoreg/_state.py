@@ -56,6 +56,7 @@ from typing import Final
 from torch import nn
 
 __all__ = [
+    "ANY_EARLY",
     "BUFFER",
     "CARRIED",
     "CARRYING",
@@ -75,6 +76,7 @@ __all__ = [
     "UNLISTED",
     "Building",
     "is_building",
+    "is_building_compiled",
     "role_key",
     "role_name",
 ]
@@ -110,6 +112,10 @@ MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica", "__clas
 # ran, by the id of their (then empty) __dict__: nothing may be put in that dict first
 # (``_construction`` says why). An entry lives while that call runs.
 EARLY: Final[set[int]] = set()
+# Whether EARLY holds any instance: all of it that compiled code reads, where dynamo guards it (on a
+# set, dynamo guards its contents, and would trace again for every instance built; here, only when
+# the first such construction begins or the last returns). A list, changed in place.
+ANY_EARLY: Final[list[bool]] = [False]
 
 
 def role_key(name: str) -> str:
@@ -145,13 +151,20 @@ class Building:
         return Building, (None,)
 
 
-def is_building(d: dict[str, object], compiling: bool) -> bool:
+def is_building(d: dict[str, object]) -> bool:
     """Whether the instance whose ``__dict__`` is ``d`` holds the mark of a construction method
-    running for it (``Building``), not one it got with a copy of another's ``__dict__``. Inside
-    code dynamo compiles, whether its call runs: dynamo before torch 2.12 answers ``is`` between
-    two dicts read from different places as False (a copy holding the mark of a call that still
-    runs is then taken for the instance built)."""
+    running for it (``Building``), not one it got with a copy of another's ``__dict__``."""
     mark = d.get(CONSTRUCTING)
-    if type(mark) is not Building:
-        return False
-    return mark.owner is not None if compiling else mark.owner is d
+    return type(mark) is Building and mark.owner is d
+
+
+def is_building_compiled(module: nn.Module) -> bool:
+    """``is_building`` inside code dynamo compiles: whether the instance holds the mark of a
+    construction method whose call runs. The mark is read by ``getattr``, which dynamo guards
+    when the attribute is absent too (a key absent from a ``__dict__`` it reads it does not
+    guard: code traced on a built module was reused inside ``reset_buffers()``); whose call,
+    not asked: dynamo before torch 2.12 answers ``is`` between two dicts read from different
+    places as False (a copy holding the mark of a call that still runs is then taken for the
+    instance built)."""
+    mark = getattr(module, CONSTRUCTING, None)
+    return type(mark) is Building and mark.owner is not None

@@ -266,10 +266,10 @@ def test_the_decision_is_row_10_carried() -> None:
     module = autoreg.Module()
     record = record_of(module)
     d = module.__dict__
-    at_run_time = classify(record, situation(record, d, "z", torch.tensor([1j]), None, False))
+    at_run_time = classify(record, situation(record, d, "z", torch.tensor([1j]), None, None))
     d[CONSTRUCTING] = Building(d)
-    built = classify(record, situation(record, d, "z", torch.tensor([1j]), None, False))
-    real = classify(record, situation(record, d, "x", torch.tensor([1.0]), None, False))
+    built = classify(record, situation(record, d, "z", torch.tensor([1j]), None, None))
+    real = classify(record, situation(record, d, "x", torch.tensor([1.0]), None, None))
     assert (built.row, built.action, built.moves) == (10, STORE, True)
     assert (at_run_time.row, at_run_time.action, at_run_time.moves) == (11, STORE, True)
     assert (real.row, real.action) == (10, real.action.REGISTER)

@@ -215,9 +215,9 @@ def test_where_autoreg_cannot_tell_it_does_what_nn_module_does_and_warn_mode_say
     module = Gradual()
     record = record_of(module)
     d = vars(module)
-    unsure = classify(record, situation(record, d, "pos_embed", torch.ones(2), None, True))
+    unsure = classify(record, situation(record, d, "pos_embed", torch.ones(2), None, module))
     assert (unsure.row, unsure.moves, unsure.concern) == (6, False, Concern.UNSURE_DERIVED)
-    declared = classify(record, situation(record, d, "declared", torch.ones(2), None, True))
+    declared = classify(record, situation(record, d, "declared", torch.ones(2), None, module))
     assert declared.row == 9
     with pytest.warns(autoreg.AutoRegisterWarning, match=r"cannot tell whether Gradual\.pos_embed"):
         enforce(module, record, "pos_embed", torch.ones(2), unsure)

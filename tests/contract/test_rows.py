@@ -47,7 +47,7 @@ def row(name: str, value: Any, *, constructing: bool = False, framework: bool = 
         d[role_key(name)] = FRAMEWORK
     record = record_of(module)
     role = d.get(role_key(name))
-    return classify(record, situation(record, d, name, value, role, False)).row
+    return classify(record, situation(record, d, name, value, role, None)).row
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_a_plain_tensor_over_a_buffer_is_row_3_whatever_the_names_role(role: str
     commonest assignment at run time): it must be ``classify``'s for every role a name can have."""
     module = Subject()
     record = record_of(module)
-    s = situation(record, module.__dict__, "auto", torch.ones(2), role, False)
+    s = situation(record, module.__dict__, "auto", torch.ones(2), role, None)
     assert s == ("auto", TENSOR, role, BUFFERS, False, None, False)
     assert classify(record, s) is REGISTERED
 
@@ -137,7 +137,7 @@ def test_a_module_under_a_new_name_is_row_1_whatever_else(
     if constructing:
         d[CONSTRUCTING] = Building(d)
     record = record_of(module)
-    s = situation(record, d, "child", nn.Identity(), None, False)
+    s = situation(record, d, "child", nn.Identity(), None, None)
     assert s == ("child", EXPLICIT, None, None, constructing, None, False)
     assert classify(record, s) is EXPLICIT_ROW
     child = nn.Identity()
@@ -155,7 +155,7 @@ def test_a_class_assigned_to_dunder_class_is_row_12(framework: bool) -> None:
     module: nn.Module = OnLinear(1, 1) if framework else Subject()
     record = record_of(module)
     subclass = type("Swapped", (type(module),), {})
-    s = situation(record, module.__dict__, "__class__", subclass, None, False)
+    s = situation(record, module.__dict__, "__class__", subclass, None, None)
     assert classify(record, s).row == 12
     module.__class__ = subclass
     assert type(module) is subclass
