@@ -6,14 +6,16 @@ functions of every other base (``LightningModule``, a ``Metric``, the ``torch.nn
 is put before, diffusers' ``ConfigMixin``, which is no nn.Module) and every function of the
 packages those bases' code lives in (pyro's ``to_pyro_module_``): a package is the directory tree
 under the top-level package of a code object's file, torch's and autoreg's excepted, and never one
-that holds code of the model's own classes.
+a model class's statement ran in (read from its globals; a framework's function the class holds
+does not make the framework's package the model's).
 
 A function is found through what wraps it (``__wrapped__``, ``functools.partial``,
-``partialmethod``, static and class methods, property accessors, a decorator's closure), and its
-nested functions, lambdas and comprehensions are its own (their code objects sit in its
-``co_consts``). A wrapper that says what it wraps (``functools.wraps``, ``torch.no_grad()``) is no
-class's: its code is shared by every function it wraps. Functions are told apart by their code
-objects, never by ``__module__`` or ``__qualname__``, which two classes can share.
+``partialmethod``, static and class methods, property accessors, a decorator's closure, what a
+decorator object that does not say what it wraps holds), and its nested functions, lambdas and
+comprehensions are its own (their code objects sit in its ``co_consts``). A wrapper that says
+what it wraps (``functools.wraps``, ``torch.no_grad()``) is no class's: its code is shared by
+every function it wraps. Functions are told apart by their code objects, never by ``__module__``
+or ``__qualname__``, which two classes can share.
 
 Walking out from the assignment, the nearest frame whose code is the model's or a framework's
 decides; other frames tell nothing (autoreg's own, ``__setattr__`` overrides of the model's
@@ -361,8 +363,17 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
     shared: dict[int, list[tuple[types.FunctionType, str]]] = {}
     files: dict[str, set[str]] = {MODEL: set(), FRAMEWORK: set()}
     for index, klass in enumerate(mro):
+        namespace = None
         if klass in record.model_classes:
             side = MODEL
+            # The package the class statement ran in is the model's, not those of the functions
+            # the class holds (a framework's function set on it); for a class autoreg did not
+            # see made (a plain mixin), those of its functions.
+            namespace = record.globals_of(klass)
+            if namespace is not None:
+                written = namespace.get("__file__")
+                if isinstance(written, str):
+                    files[MODEL].add(written)
         elif klass in record.framework_classes:
             side = FRAMEWORK
         else:
@@ -374,7 +385,8 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
             for code, function in _codes(attribute, set()):
                 if side == MODEL and code.co_filename.startswith(_LIBRARIES):
                     continue  # torch's or autoreg's code set on a model class tells nothing
-                files[side].add(code.co_filename)
+                if namespace is None:
+                    files[side].add(code.co_filename)
                 verdict = told
                 known = found.get(id(code))
                 if known is not None and known[1] != verdict:
@@ -447,8 +459,23 @@ def _codes(
                     yield from _codes(function, seen)
         elif issubclass(kind, (functools.partialmethod, functools.cached_property)):
             yield from _codes(own.get("func"), seen)
-        else:  # a wrapper of another type that says what it wraps (lru_cache, a decorator class)
-            yield from _codes(own.get("__wrapped__"), seen)
+        elif "__wrapped__" in own:  # a wrapper of another type that says what it wraps
+            yield from _codes(own["__wrapped__"], seen)  # (lru_cache, a decorator class)
+        elif _binds_or_calls(kind):  # a decorator object that does not say: what it holds,
+            for value in own.values():  # as a decorator's closure
+                if not issubclass(type(value), type):
+                    yield from _codes(value, seen)
+
+
+def _binds_or_calls(kind: type) -> bool:
+    """Whether instances of ``kind`` bind as methods or are called (a decorator object), read
+    from the ``__dict__`` of its classes; an object that does neither (a configuration) is no
+    method, and what it holds is not the class's code."""
+    return any(
+        "__get__" in _DICT_OF(klass) or "__call__" in _DICT_OF(klass)
+        for klass in _MRO_OF(kind)
+        if klass is not object
+    )
 
 
 # The descriptors of the wrappers' own types, and what a class's metaclass cannot replace (the

@@ -229,6 +229,17 @@ class _Decorator:
         return functools.partial(self.__wrapped__, instance)  # type: ignore[attr-defined]
 
 
+class _Holding:
+    """A decorator written as a class that does not say what it wraps: the method is only in
+    its own ``__dict__``, as the closure's is of a decorator without ``functools.wraps``."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+
+    def __get__(self, instance: object, owner: type | None = None) -> Callable[..., Any]:
+        return functools.partial(self.function, instance)
+
+
 def _store(module: nn.Module, name: str) -> None:
     setattr(module, name, torch.zeros(1))
 
@@ -277,6 +288,7 @@ def _kinds(prefix: str) -> dict[str, Any]:
         f"do_{prefix}_cached": functools.lru_cache(maxsize=None)(
             lambda self: _store(self, f"{prefix}_lru_cache")
         ),
+        f"do_{prefix}_holding": _Holding(lambda self: _store(self, f"{prefix}_holding")),
     }
 
 
@@ -295,6 +307,7 @@ KINDS = [
     "singledispatchmethod",
     "class_decorator",
     "lru_cache",
+    "holding",
 ]
 
 
@@ -312,6 +325,7 @@ def _call_all(module: Any, prefix: str) -> None:
     getattr(module, f"do_{prefix}_dispatch")(1)
     getattr(module, f"do_{prefix}_class_decorator")()
     getattr(module, f"do_{prefix}_cached")()
+    getattr(module, f"do_{prefix}_holding")()
 
 
 class _Recording(nn.Module):
@@ -553,6 +567,30 @@ def test_state_a_framework_function_sets_is_the_frameworks(framework_package: Mo
     assert role(model, "framework_value") == "plain"
     assert role(model, "helper_value") == "plain"
     assert role(model, "table") == "non-persistent buffer"
+    assert role(model, "mine") == "carried"
+
+
+@pytest.mark.parametrize("held", ["staticmethod", "partial", "method"])
+def test_a_framework_function_the_model_holds_leaves_the_framework_its_package(
+    framework_package: ModuleType, held: str
+) -> None:
+    """A model class that holds a function of the framework's package (a ``staticmethod``, a
+    ``functools.partial``, a function set as a method) is not written there: the package stays
+    the framework's, and the state its other functions set is the framework's (found by
+    2026-12-07's fifth adversarial round: it was carried, and ``.double()`` converted it)."""
+    function = framework_package.call_back
+    holds = {
+        "staticmethod": staticmethod(function),
+        "partial": functools.partial(function),
+        "method": function,
+    }[held]
+    model = type(
+        "Model", (autoreg.AutoRegisterMixin, framework_package.PyroLike), {"collate": holds}
+    )()
+    framework_package.to_framework_module_(model, torch.ones(1))
+    model.mine = torch.ones(1)
+    assert role(model, "framework_value") == "plain"
+    assert role(model, "helper_value") == "plain"
     assert role(model, "mine") == "carried"
 
 
