@@ -105,8 +105,10 @@ def made_again_from(cls: type, old: type) -> None:
     decorator made it (``@dataclass(slots=True)``, attrs' slotted classes, which discard
     ``old``), the methods they wrap that name their class (``super()``, ``__class__``) name
     ``cls`` now, as attrs makes every function it can reach name it: it reaches the wrappers, not
-    the functions inside them. A class copied by hand leaves ``old`` as it is."""
-    if not any(fields in cls.__dict__ for fields, _, _ in _DECORATED):
+    the functions inside them. A class copied by hand leaves ``old`` as it is: a decorator that
+    makes a class again makes it slotted, and a copy of ``old``'s namespace is as slotted as
+    ``old`` (a copy of a dataclass holds its fields too)."""
+    if "__slots__" not in cls.__dict__ or "__slots__" in old.__dict__:
         return
     for value in cls.__dict__.values():
         if type(value) is not types.FunctionType or not value.__dict__.get(_MARK):
@@ -121,32 +123,30 @@ def made_again_from(cls: type, old: type) -> None:
 
 def finalize(cls: type) -> None:
     """Finalize ``cls``, when its first instance is assigned to: its annotations are read again,
-    now that the module defining it is done (forward references resolve). A class a decorator
-    made a dataclass (or attrs class) after autoreg wrapped the ``__init__`` it inherits, which
-    kept the decorator from writing its own, is refused: its fields would be the base's."""
+    now that the module defining it is done (forward references resolve). A class @dataclass
+    decorated after autoreg wrapped the ``__init__`` it inherits, which kept the decorator from
+    writing its own, is refused: its fields would be the base's, or never set. (attrs writes
+    ``__init__`` over the wrapper, and with ``init=False`` writes ``__attrs_init__`` instead.)"""
     init = cls.__dict__.get("__init__")
-    if type(init) is types.FunctionType and init.__dict__.get(_INHERITED):
-        params = cls.__dict__.get("__dataclass_params__")
-        for fields, decorator, hook in _DECORATED:
-            if fields in cls.__dict__ and getattr(params, "init", True):  # (not init=False)
-                base = init.__dict__.get("__wrapped__")
-                raise ClassDefinitionError(
-                    INHERITED_INIT_UNDER_A_DECORATOR.format(
-                        cls=cls.__name__,
-                        decorator=decorator,
-                        base=getattr(base, "__qualname__", "its base's").rsplit(".", 1)[0],
-                        hook=hook,
-                    )
-                )
+    if (
+        type(init) is types.FunctionType
+        and init.__dict__.get(_INHERITED)
+        and "__dataclass_fields__" in cls.__dict__
+        and getattr(cls.__dict__.get("__dataclass_params__"), "init", True)  # (not init=False)
+    ):
+        wrapped = init.__dict__.get("__wrapped__")
+        base = next(k for k in cls.__mro__[1:] if k.__dict__.get("__init__") is wrapped)
+        hook = "__post_init__"
+        raise ClassDefinitionError(
+            INHERITED_INIT_UNDER_A_DECORATOR.format(
+                cls=cls.__name__,
+                base=base.__name__,
+                hook=hook,
+                builds=hook if any(hook in k.__dict__ for k in base.__mro__) else "__init__",
+            )
+        )
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     record.finalize()
-
-
-# What @dataclass and attrs set on the class they decorate, and the hook their __init__ calls.
-_DECORATED: Final = (
-    ("__dataclass_fields__", "@dataclass", "__post_init__"),
-    ("__attrs_attrs__", "attrs", "__attrs_post_init__"),
-)
 
 
 def _frame_signature(self: Any) -> None:

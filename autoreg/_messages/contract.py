@@ -40,10 +40,11 @@ class {cls} sets both strict=True and warn=True; choose one.
 strict=True raises on every undeclared tensor; warn=True registers it and warns once."""
 
 INHERITED_INIT_UNDER_A_DECORATOR: Final = """\
-{cls} is a {decorator} class that inherits {base}.__init__, and has no __post_init__ of its own: \
+{cls} is a @dataclass class that inherits {base}.__init__, and has no {hook} of its own: \
 autoreg wraps an __init__ a class inherits when the class is created, before the decorator runs, \
-and the decorator then wrote no {cls}.__init__ (its fields would be {base}'s). Define the hook \
-in {cls} (def {hook}(self): super().{hook}()), and the decorator writes {cls}.__init__."""
+and the decorator then wrote no {cls}.__init__ (its fields would be {base}'s, or never set). \
+Define the hook in {cls}, building {base} (def {hook}(self): super().{builds}()), and the \
+decorator writes {cls}.__init__."""
 
 # One line: it ends a traceback at the user's class statement, and the CLI prints it as it is.
 BAD_MODE: Final = """\

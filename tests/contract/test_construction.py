@@ -519,22 +519,88 @@ def test_a_dataclass_on_a_framework_dataclass_base_gets_its_fields_or_a_clear_er
         with pytest.raises(autoreg.ClassDefinitionError, match=r"Wider is a @dataclass class "):
             cls()
     namespace.pop("__post_init__", None)  # init=False: the decorator writes none, as asked
-    unwritten = dataclasses.dataclass(eq=False, init=False)(
-        type("Unwritten", (autoreg.AutoRegisterMixin, _FrameworkDataclass), namespace)
+    for unwriting in (  # (attrs writes __attrs_init__ instead: the refusal ran on attrs')
+        dataclasses.dataclass(eq=False, init=False),
+        attrs.define(eq=False, slots=False, init=False),
+    ):
+        unwritten = unwriting(
+            type("Unwritten", (autoreg.AutoRegisterMixin, _FrameworkDataclass), namespace)
+        )
+        assert persistence(unwritten()) == {"table": False}
+
+
+class _FrameworkBuilding(nn.Module):
+    """A framework base that is no dataclass, whose ``__init__`` calls a model method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.build()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("base", [_FrameworkDataclass, _FrameworkBuilding])
+def test_the_refusal_of_a_dataclass_without_its_hook_names_a_fix_that_works(base: type) -> None:
+    """The refusal above names a body for the hook that builds the base: its hook where it has
+    one, its ``__init__`` where not (``super().__post_init__()`` raised ``AttributeError`` on a
+    base without one); the fix it names, applied, builds the module (found by 2026-12-07's fifth
+    adversarial round). attrs is never refused: it writes ``__init__`` over autoreg's wrapper."""
+    decorate, hook = dataclasses.dataclass(eq=False), "__post_init__"
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__annotations__": {"k": int},
+        "k": 8,
+        "n": 2,
+        "build": lambda self: setattr(self, "table", torch.ones(self.n)),
+    }
+    refused = decorate(type("Refused", (autoreg.AutoRegisterMixin, base), namespace))
+    with pytest.raises(autoreg.ClassDefinitionError) as raised:
+        refused()
+    message = str(raised.value)
+    assert message.startswith(
+        f"Refused is a @dataclass class that inherits {base.__name__}.__init_"
     )
-    assert persistence(unwritten()) == {"table": False}
+    assert f"has no {hook} of its own" in message
+    body = "super().__post_init__()" if base is _FrameworkDataclass else "super().__init__()"
+    assert f"def {hook}(self): {body}" in message
+
+    class Fixed(autoreg.AutoRegisterMixin, base):  # type: ignore[valid-type,misc]
+        k: int = 8
+        n = 2
+
+        def build(self) -> None:
+            self.table = torch.ones(self.n)
+
+        def hook_body(self) -> None:  # the body the message names
+            if base is _FrameworkDataclass:
+                super().__post_init__()  # type: ignore[misc]
+            else:
+                super().__init__()
+
+        __post_init__ = hook_body
+
+    assert persistence(decorate(Fixed)()) == {"table": False}
 
 
-def test_a_class_copied_by_hand_leaves_the_original_as_it_is() -> None:
+@pytest.mark.parametrize("decorated", [False, True], ids=["plain", "dataclass"])
+def test_a_class_copied_by_hand_leaves_the_original_as_it_is(decorated: bool) -> None:
     """A class made by hand from another's namespace and bases (no decorator that discards the
-    original): the copy keeps the statement's keywords, and the original's wrapped methods still
-    name the original (``super()`` works on its instances)."""
+    original), a dataclass too (whose namespace holds its fields): the copy keeps the statement's
+    keywords, and the original's wrapped methods still name the original (``super()`` works on
+    its instances; on a dataclass's it raised TypeError: found by 2026-12-07's fifth round)."""
 
     class Original(autoreg.Module, persistent=True):
+        n: int = 2
+
+        def __post_init__(self) -> None:
+            super().__init__()
+            self.table = torch.ones(self.n)
+
         def __init__(self) -> None:
             super().__init__()
-            self.table = torch.ones(2)
+            self.table = torch.ones(self.n)
 
+    if decorated:
+        del Original.__init__  # type: ignore[misc]
+        Original = dataclasses.dataclass(eq=False)(Original)  # type: ignore[misc]
     copy_of = type("Copy", Original.__bases__, dict(Original.__dict__))
     assert persistence(Original()) == {"table": True}
     assert copy_of.__autoreg__.own == {"persistent": True}  # type: ignore[attr-defined]
