@@ -135,7 +135,9 @@ def finalize(cls: type) -> None:
         and getattr(cls.__dict__.get("__dataclass_params__"), "init", True)  # (not init=False)
     ):
         wrapped = init.__dict__.get("__wrapped__")
-        base = next(k for k in cls.__mro__[1:] if k.__dict__.get("__init__") is wrapped)
+        defining = [k for k in cls.__mro__[1:] if "__init__" in k.__dict__]  # object's at least
+        # (the function a descriptor made, partialmethod's, is in no class's __dict__)
+        base = next((k for k in defining if k.__dict__["__init__"] is wrapped), defining[0])
         hook = "__post_init__"
         raise ClassDefinitionError(
             INHERITED_INIT_UNDER_A_DECORATOR.format(

@@ -537,7 +537,19 @@ class _FrameworkBuilding(nn.Module):
         self.build()  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("base", [_FrameworkDataclass, _FrameworkBuilding])
+class _FrameworkPartial(nn.Module):
+    """A framework base whose ``__init__`` is a ``functools.partialmethod``: the function autoreg
+    wraps is made by the descriptor, and is in no class's ``__dict__``."""
+
+    def _build(self, n: int) -> None:
+        nn.Module.__init__(self)
+        self.n = n
+        self.build()  # type: ignore[operator]
+
+    __init__ = functools.partialmethod(_build, 2)  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("base", [_FrameworkDataclass, _FrameworkBuilding, _FrameworkPartial])
 def test_the_refusal_of_a_dataclass_without_its_hook_names_a_fix_that_works(base: type) -> None:
     """The refusal above names a body for the hook that builds the base: its hook where it has
     one, its ``__init__`` where not (``super().__post_init__()`` raised ``AttributeError`` on a
