@@ -310,10 +310,13 @@ class AutoRegisterMixin(_MixinBase):
             d[key] = role
             raise
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> Any:
         """nn.Module's state, without construction state (a copy is never being built), and
-        marked as autoreg's (see ``__setstate__``)."""
-        state: dict[str, Any] = dict(super().__getstate__())  # type: ignore[no-untyped-call]
+        marked as autoreg's (see ``__setstate__``). A framework base's own state that is no dict
+        (torch's quantized modules keep a tuple) is its own, passed on as it is."""
+        state = super().__getstate__()  # type: ignore[no-untyped-call]
+        if type(state) is not dict:
+            return state
         for key in _CONSTRUCTION_KEYS:
             state.pop(key, None)
         if is_when_built(state.get(SUPER_INIT)):
@@ -326,13 +329,18 @@ class AutoRegisterMixin(_MixinBase):
         state[PICKLED] = True
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: Any) -> None:
         """nn.Module's, less construction state, which a ``__getstate__`` of the class's own
         (``self.__dict__.copy()``) keeps. A pickle made before the class used autoreg has none of
         autoreg's keys: on a class with a framework base, whose each of its names is cannot be
         known, so all stay nn.Module's (row 4); on other classes, autoreg adopts what the contract
         would carry (``adopt``). Then the declarations the class has now win (``_declare_loaded``).
+        A state that is no dict is a framework base's own: its ``__setstate__`` restores it, and
+        what it assigns is the framework's, as any assignment its code makes.
         """
+        if type(state) is not dict:
+            super().__setstate__(state)  # type: ignore[no-untyped-call]
+            return
         pickled = PICKLED in state or any(str(key).startswith(OWN_KEYS) for key in state)
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
         state = {k: v for k, v in state.items() if k not in _NOT_RESTORED and not is_when_built(v)}

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.ao.nn.quantized import Conv1d as QuantizedConv1d
 
 import autoreg
 from tests.support import role
@@ -535,3 +536,71 @@ def test_a_copy_holds_a_declared_name_autoreg_left_plain_as_the_original_does(
         assert name not in module._buffers
         assert name in vars(module)
     original.load_state_dict(clone.state_dict())
+
+
+class _TupleState(nn.Module):
+    """A framework base with a state of its own that is no dict (torch's quantized modules keep
+    a tuple), restored by its ``__setstate__``."""
+
+    def __init__(self, n: int = 2) -> None:
+        super().__init__()
+        self.n = n
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def __getstate__(self) -> tuple[int, torch.Tensor, bool]:
+        return (self.n, self.weight.detach(), self.training)
+
+    def __setstate__(self, state: tuple[int, torch.Tensor, bool]) -> None:
+        n, weight, training = state
+        nn.Module.__init__(self)
+        self.n = n
+        self.weight = nn.Parameter(weight)
+        self.training = training
+
+
+class _AutoTupleState(autoreg.AutoRegisterMixin, _TupleState):
+    pass
+
+
+class _AutoQuantizedConv(autoreg.AutoRegisterMixin, QuantizedConv1d):
+    pass
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch's quantized modules are deprecated
+@pytest.mark.parametrize(
+    "copier", [copy.copy, copy.deepcopy, _pickle], ids=["copy", "deepcopy", "pickle"]
+)
+@pytest.mark.parametrize(
+    ("auto_cls", "twin_cls", "args"),
+    [(_AutoTupleState, _TupleState, ()), (_AutoQuantizedConv, QuantizedConv1d, (3, 4, 3))],
+    ids=["tuple state", "quantized Conv1d"],
+)
+def test_a_framework_base_whose_state_is_no_dict_copies_as_the_twin(
+    copier: Callable[[nn.Module], nn.Module],
+    auto_cls: type[nn.Module],
+    twin_cls: type[nn.Module],
+    args: tuple[int, ...],
+) -> None:
+    """The mixin before a base that pickles a state of its own that is no dict: the base's state
+    passes through untouched, and the copy is what the twin's copy is (autoreg read the state as
+    a dict: TypeError; found by 2026-12-07's catalogue round on torch's quantized modules). An
+    unpickled quantized module lacks nn.Module's registries, as the twin's does (torch's own)."""
+
+    def outcome(cls: type[nn.Module]) -> object:
+        original = cls(*args)
+        clone = copier(original)
+        assert type(clone) is cls
+        try:
+            copied = clone.state_dict()
+        except AttributeError as error:
+            return str(error).replace(cls.__name__, "cls")
+        expected = original.state_dict()
+        assert copied.keys() == expected.keys()
+        for key, value in expected.items():
+            if isinstance(value, torch.Tensor):
+                plain = value.dequantize() if value.is_quantized else value
+                got = copied[key]
+                assert torch.equal(got.dequantize() if got.is_quantized else got, plain), key
+        return sorted(copied)
+
+    assert outcome(auto_cls) == outcome(twin_cls)
