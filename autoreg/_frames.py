@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, TypeVar
 
 import torch
@@ -26,6 +27,7 @@ __all__ = [
     "location",
     "past_dynamo",
     "short_path",
+    "skip_as_dynamo_frames",
     "torch_module",
 ]
 
@@ -49,6 +51,66 @@ def past_dynamo(function: Callable[..., _T], *args: Any) -> _T:
     disabled: Any = disable(function)
     result: _T = disabled(*args)
     return result
+
+
+def skip_as_dynamo_frames(modules: Iterable[types.ModuleType]) -> int:
+    """Mark the code of the functions and methods ``modules`` define (with the code nested in
+    them) as code dynamo never compiles as a frame of its own, as it never compiles
+    ``nn.Module``'s (torch's files are skipped); return how many code objects were marked.
+    Eager code that dynamo lets run under its frame callback (a frame it cannot compile: an
+    ``nn.LSTM`` subclass's ``forward``) calls the mixin's ``__setattr__``: dynamo compiled it,
+    and each function it calls, as frames of their own (a store traced 19 frames against the
+    twin's 1, recompiling for each new name up to dynamo's limit). Dynamo still inlines the code
+    where it traces a caller (a store in a compiled ``forward``). Through torch's C API, which
+    imports no dynamo: ``set_code_exec_strategy`` (the frame skipped, its callees as they are;
+    torch 2.13 and 2.15), or ``skip_code`` (torch 2.5); where neither is there, nothing is marked,
+    and the frames are compiled as before."""
+    try:
+        from torch._C._dynamo import eval_frame
+    except ImportError:  # pragma: no cover - a torch without dynamo
+        return 0
+    mark: Callable[[types.CodeType], object] | None = getattr(eval_frame, "skip_code", None)
+    if mark is None:
+        try:
+            skip = eval_frame._FrameExecStrategy(
+                eval_frame._FrameAction.SKIP, eval_frame._FrameAction.DEFAULT
+            )
+            set_strategy = eval_frame.set_code_exec_strategy
+        except AttributeError:
+            return 0
+
+        def mark(code: types.CodeType) -> object:
+            return set_strategy(code, skip)
+
+    count = 0
+    for module in modules:
+        for code in _defined_codes(module):
+            mark(code)
+            count += 1
+    return count
+
+
+def _defined_codes(module: types.ModuleType) -> Iterator[types.CodeType]:
+    """The code objects of the functions and methods ``module`` defines, and those nested in
+    them (lambdas, comprehensions, inner functions: constants of their code)."""
+    name = module.__name__
+    for value in list(vars(module).values()):
+        if getattr(value, "__module__", None) != name:
+            continue  # imported, not defined here
+        functions = list(vars(value).values()) if isinstance(value, type) else [value]
+        for function in functions:
+            function = getattr(function, "__func__", function)  # static and class methods
+            if isinstance(function, property):
+                accessors = [function.fget, function.fset, function.fdel]
+            else:
+                accessors = [function]
+            for accessor in accessors:
+                code = getattr(accessor, "__code__", None)
+                pending = [code] if isinstance(code, types.CodeType) else []
+                while pending:
+                    code = pending.pop()
+                    yield code
+                    pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
 
 
 def is_library(filename: str) -> bool:

@@ -64,7 +64,7 @@ from ._facts import (
     situation,
 )
 from ._facts import is_compiling as _is_compiling
-from ._frames import past_dynamo
+from ._frames import past_dynamo, skip_as_dynamo_frames
 from ._paths import AUTOREG_DIR, TORCH_DIR
 from ._record import (
     CACHE_LIMIT,
@@ -512,3 +512,12 @@ class Module(AutoRegisterMixin, nn.Module):
     contract (docs/contract.md); the class keywords ``persistent=``, ``strict=`` and ``warn=`` are
     those of ``AutoRegisterMixin``.
     """
+
+
+# What dynamo lets run eagerly (a frame it cannot compile) calls the mixin's methods under its frame
+# callback: autoreg's own code, loaded by now, is never a frame it compiles on its own (_frames).
+skip_as_dynamo_frames(
+    module
+    for name, module in list(sys.modules.items())
+    if name.startswith(f"{__package__}.") and module is not None
+)

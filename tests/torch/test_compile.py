@@ -1959,3 +1959,49 @@ def test_a_buffer_updated_with_an_autograd_result_compiles_as_the_twin(eager_fir
     assert auto.running.requires_grad
     assert twin.running.requires_grad
     torch.testing.assert_close(auto.running, twin.running, rtol=0, atol=0)
+
+
+@torch.compiler.disable(recursive=False)
+def _remember(module: nn.Module, state: torch.Tensor) -> None:
+    """Run eagerly under dynamo's frame callback, as a frame dynamo cannot compile is (an
+    ``nn.LSTM`` subclass's ``forward``): what it calls is compiled frame by frame."""
+    for index in range(12):
+        setattr(module, f"s{index}", state)
+
+
+def _remembering_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    _remember(self, y)
+    return y * 2
+
+
+class Remembering(autoreg.Module):
+    forward = _remembering_forward
+
+
+class TwinRemembering(nn.Module):
+    forward = _remembering_forward
+
+
+def test_autoregs_code_run_eagerly_under_dynamo_is_no_frame_it_compiles() -> None:
+    """A store from eager code dynamo runs under its frame callback: dynamo traces as many frames
+    as the twin's (nn.Module's ``__setattr__`` is torch's, which it skips), not autoreg's
+    ``__setattr__`` and each function it calls as frames of their own (27 against 2 on 2.5.1,
+    21 against 5 on 2.13 and 2.15, recompiling for each new name up to dynamo's limit: found by
+    2026-12-07's catalogue round on ``nn.LSTM`` subclasses); the state is carried, as eagerly."""
+    from torch._dynamo.utils import counters
+
+    traced = {}
+    for cls in (Remembering, TwinRemembering):
+        torch._dynamo.reset()
+        counters.clear()
+        module = cls()
+        compiled = torch.compile(module, backend="eager")
+        for _ in range(3):
+            compiled(torch.ones(1, 2))
+        traced[cls] = counters["frames"]["total"]
+    assert traced[Remembering] == traced[TwinRemembering]
+    assert role(module, "s3") == "plain"  # the twin's
+    carried = Remembering()
+    torch.compile(carried, backend="eager")(torch.ones(1, 2))
+    assert role(carried, "s3") == "carried"
