@@ -160,11 +160,19 @@ def is_building(d: dict[str, object]) -> bool:
 
 def is_building_compiled(module: nn.Module) -> bool:
     """``is_building`` inside code dynamo compiles: whether the instance holds the mark of a
-    construction method whose call runs. The mark is read by ``getattr``, which dynamo guards
-    when the attribute is absent too (a key absent from a ``__dict__`` it reads it does not
-    guard: code traced on a built module was reused inside ``reset_buffers()``); whose call,
-    not asked: dynamo before torch 2.12 answers ``is`` between two dicts read from different
-    places as False (a copy holding the mark of a call that still runs is then taken for the
-    instance built)."""
-    mark = getattr(module, CONSTRUCTING, None)
+    construction method whose call runs. Where the class's ``__getattr__`` is nn.Module's, the
+    mark is read by ``getattr``, which dynamo guards when the attribute is absent too (a key
+    absent from a ``__dict__`` it reads it does not guard: code traced on a built module was
+    reused inside ``reset_buffers()``); a ``__getattr__`` of the model's is not run for it (it
+    may print, raise or break the graph): the ``__dict__`` is read, without that guard
+    (design.md's limits). Whose call, not asked: dynamo before torch 2.12 answers ``is`` between
+    two dicts read from different places as False (a copy holding the mark of a call that still
+    runs is then taken for the instance built)."""
+    if type(module).__getattr__ is _MODULE_GETATTR:  # a fact of the class, folded by dynamo
+        mark = getattr(module, CONSTRUCTING, None)
+    else:
+        mark = module.__dict__.get(CONSTRUCTING)
     return type(mark) is Building and mark.owner is not None
+
+
+_MODULE_GETATTR: Final = nn.Module.__getattr__

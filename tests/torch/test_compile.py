@@ -2016,3 +2016,41 @@ def test_autoregs_code_run_eagerly_under_dynamo_is_no_frame_it_compiles(
     carried = Remembering()
     torch.compile(carried, backend="eager")(torch.ones(1, 2))
     assert role(carried, "s3") == "carried"
+
+
+class _Delegating:
+    """A ``__getattr__`` of the model's own, run on a name the instance lacks (a configuration
+    fallback, a wrapper's delegation), that dynamo cannot trace whole (a print, a lookup that
+    raises): here a graph break."""
+
+    def __getattr__(self, name: str) -> Any:
+        torch._dynamo.graph_break()
+        return nn.Module.__getattr__(self, name)  # type: ignore[arg-type]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.h = x * 2
+        return self.h + 1
+
+
+class DelegatingModule(_Delegating, autoreg.Module):
+    pass
+
+
+class TwinDelegating(_Delegating, nn.Module):
+    pass
+
+
+def test_a_compiled_store_runs_no_getattr_of_the_models() -> None:
+    """Compiled code reads the construction mark without running the model's ``__getattr__``
+    (a ``getattr`` of the mark did, since b7742d0: one that prints compiled 2 frames against 1,
+    and one that raises ``KeyError`` made dynamo raise under ``fullgraph=True`` on 2.15, where
+    the twin compiles; found by 2026-12-07's sixth round): the twin's frames."""
+    frames = {}
+    for cls in (DelegatingModule, TwinDelegating):
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(cls(), backend=counter)
+        for _ in range(2):
+            compiled(torch.ones(2))
+        frames[cls] = counter.frame_count
+    assert frames[DelegatingModule] == frames[TwinDelegating] == 1
