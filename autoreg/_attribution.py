@@ -6,8 +6,9 @@ functions of every other base (``LightningModule``, a ``Metric``, the ``torch.nn
 is put before, diffusers' ``ConfigMixin``, which is no nn.Module) and every function of the
 packages those bases' code lives in (pyro's ``to_pyro_module_``): a package is the directory tree
 under the top-level package of a code object's file, torch's and autoreg's excepted, and never one
-a model class's statement ran in (read from its globals; a framework's function the class holds
-does not make the framework's package the model's).
+where a model class's functions were written beside its statement (their globals are the
+statement's): a framework's function the class holds, or a framework's factory that ran the
+statement, does not make the framework's package the model's.
 
 A function is found through what wraps it (``__wrapped__``, ``functools.partial``,
 ``partialmethod``, static and class methods, property accessors, a decorator's closure, what a
@@ -45,6 +46,7 @@ import os
 import sys
 import types
 import warnings
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, TypeVar, cast
 
@@ -363,17 +365,11 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
     shared: dict[int, list[tuple[types.FunctionType, str]]] = {}
     files: dict[str, set[str]] = {MODEL: set(), FRAMEWORK: set()}
     for index, klass in enumerate(mro):
-        namespace = None
+        written: object = None  # for a model class: the globals its statement ran in
         if klass in record.model_classes:
             side = MODEL
-            # The package the class statement ran in is the model's, not those of the functions
-            # the class holds (a framework's function set on it); for a class autoreg did not
-            # see made (a plain mixin), those of its functions.
             namespace = record.globals_of(klass)
-            if namespace is not None:
-                written = namespace.get("__file__")
-                if isinstance(written, str):
-                    files[MODEL].add(written)
+            written = namespace.maps[-1] if isinstance(namespace, ChainMap) else namespace
         elif klass in record.framework_classes:
             side = FRAMEWORK
         else:
@@ -385,7 +381,11 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
             for code, function in _codes(attribute, set()):
                 if side == MODEL and code.co_filename.startswith(_LIBRARIES):
                     continue  # torch's or autoreg's code set on a model class tells nothing
-                if namespace is None:
+                # A model class's package is where its functions were written beside its
+                # statement (their globals are the statement's): not that of a framework's
+                # function it holds, nor of a framework's factory that ran its statement. For a
+                # class autoreg did not see made (a plain mixin): where each was written.
+                if side == FRAMEWORK or written is None or function.__globals__ is written:
                     files[side].add(code.co_filename)
                 verdict = told
                 known = found.get(id(code))

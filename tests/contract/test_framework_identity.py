@@ -530,6 +530,21 @@ def _helper(module, value):
 
 def call_back(module, callback):
     callback(module)
+
+
+class Extra(nn.Module):
+    pass
+
+
+def made(user_class):
+    class Made(user_class, Extra):
+        pass
+
+    return Made
+
+
+def made_by_type(user_class):
+    return type("Made", (user_class, Extra), {})
 """
 
 
@@ -589,6 +604,28 @@ def test_a_framework_function_the_model_holds_leaves_the_framework_its_package(
     )()
     framework_package.to_framework_module_(model, torch.ones(1))
     model.mine = torch.ones(1)
+    assert role(model, "framework_value") == "plain"
+    assert role(model, "helper_value") == "plain"
+    assert role(model, "mine") == "carried"
+
+
+@pytest.mark.parametrize("factory", ["made", "made_by_type"])
+def test_a_class_a_framework_factory_makes_leaves_the_framework_its_package(
+    framework_package: ModuleType, factory: str
+) -> None:
+    """The framework's factory makes a class of the user's (a class statement or ``type()`` in
+    the framework's package): the package stays the framework's, as the model's functions were
+    written elsewhere; what its functions set on the model is the framework's (found by
+    2026-12-07's sixth round: edac01d took the package of that statement for the model's)."""
+
+    class Net(autoreg.AutoRegisterMixin, framework_package.PyroLike):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.mine = x * 2
+            return x
+
+    model = getattr(framework_package, factory)(Net)()
+    framework_package.to_framework_module_(model, torch.ones(1))
+    model(torch.ones(1))
     assert role(model, "framework_value") == "plain"
     assert role(model, "helper_value") == "plain"
     assert role(model, "mine") == "carried"
