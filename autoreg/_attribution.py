@@ -416,39 +416,39 @@ def _inherited_construction(attribute: object, later: Iterable[type], key: str) 
 
 
 def _codes(
-    attribute: object, seen: set[int]
+    attribute: object, seen: set[int], depth: int = 0
 ) -> Iterator[tuple[types.CodeType, types.FunctionType]]:
     """The code objects of the functions ``attribute`` is or wraps, with their nested code; with
     each, the function whose code (or nested code) it is. Known by ``type(attribute)``, never by
     what the value says its class is (a proxy's ``__class__`` is code of its own), and read
     through the descriptors of the types named here (a subclass's property of the same name, or
     a value's truth, is code of its own)."""
-    if id(attribute) in seen:
-        return
+    if id(attribute) in seen or depth > _DEEPEST:
+        return  # (what wraps deeper than any decorator does tells nothing: nn.Module's rules)
     seen.add(id(attribute))
     kind = type(attribute)
     if kind is types.FunctionType:
         function = cast(types.FunctionType, attribute)
         wrapped = function.__dict__.get("__wrapped__")
         if wrapped is not None:  # a wrapper that says what it wraps: its code is shared
-            yield from _codes(wrapped, seen)
+            yield from _codes(wrapped, seen, depth + 1)
             return
         yield from _nested(function.__code__, function)
         for cell in function.__closure__ or ():  # a decorator without functools.wraps
             contents = _contents(cell)
             if contents is not cell and not issubclass(type(contents), type):
-                yield from _codes(contents, seen)
+                yield from _codes(contents, seen, depth + 1)
     elif kind is types.MethodType:
-        yield from _codes(cast(types.MethodType, attribute).__func__, seen)
+        yield from _codes(cast(types.MethodType, attribute).__func__, seen, depth + 1)
     elif issubclass(kind, functools.partial):
-        yield from _codes(_PARTIAL_FUNC(attribute), seen)
+        yield from _codes(_PARTIAL_FUNC(attribute), seen, depth + 1)
     elif issubclass(kind, property):
         for accessor in _PROPERTY_ACCESSORS:
-            yield from _codes(accessor(attribute), seen)
+            yield from _codes(accessor(attribute), seen, depth + 1)
     elif issubclass(kind, staticmethod):
-        yield from _codes(_STATIC_FUNC(attribute), seen)
+        yield from _codes(_STATIC_FUNC(attribute), seen, depth + 1)
     elif issubclass(kind, classmethod):
-        yield from _codes(_CLASS_FUNC(attribute), seen)
+        yield from _codes(_CLASS_FUNC(attribute), seen, depth + 1)
     else:
         own = _own_dict(attribute)
         if issubclass(kind, functools.singledispatchmethod):
@@ -456,15 +456,15 @@ def _codes(
             if type(dispatcher) is types.FunctionType:
                 registry = dispatcher.__dict__.get("registry")
                 for function in dict(registry or {}).values():  # the default's among them
-                    yield from _codes(function, seen)
+                    yield from _codes(function, seen, depth + 1)
         elif issubclass(kind, (functools.partialmethod, functools.cached_property)):
-            yield from _codes(own.get("func"), seen)
+            yield from _codes(own.get("func"), seen, depth + 1)
         elif "__wrapped__" in own:  # a wrapper of another type that says what it wraps
-            yield from _codes(own["__wrapped__"], seen)  # (lru_cache, a decorator class)
+            yield from _codes(own["__wrapped__"], seen, depth + 1)  # (lru_cache, a decorator class)
         elif _binds_or_calls(kind):  # a decorator object that does not say: what it holds,
             for value in own.values():  # as a decorator's closure
                 if not issubclass(type(value), type):
-                    yield from _codes(value, seen)
+                    yield from _codes(value, seen, depth + 1)
 
 
 def _binds_or_calls(kind: type) -> bool:
@@ -477,6 +477,9 @@ def _binds_or_calls(kind: type) -> bool:
         if klass is not object
     )
 
+
+# How deep what wraps a function is followed: wrappers of wrappers, never a chain of objects.
+_DEEPEST: Final = 32
 
 # The descriptors of the wrappers' own types, and what a class's metaclass cannot replace (the
 # class's own MRO and __dict__, read as type reads them).

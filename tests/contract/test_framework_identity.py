@@ -1221,3 +1221,32 @@ def test_the_overrides_of_setattr_are_passed_by_identity_decorated_or_not() -> N
     assert role(module, "weight") == "plain"
     module.double()(torch.ones(2, 2, dtype=torch.float64))
     assert module.weight.dtype == torch.float64  # recomputed by prune's hook, as on the twin
+
+
+class _Link:
+    """A callable object holding the next: a chain the model's class holds."""
+
+    def __init__(self, following: object) -> None:
+        self.following = following
+
+    def __call__(self) -> None:
+        pass
+
+
+def test_a_chain_of_objects_a_class_holds_is_followed_no_deeper_than_wrappers_go() -> None:
+    """2,000 callable objects, each holding the next: the model's first run-time store is
+    judged (what a decorator object holds is followed a few levels, as wrappers of wrappers go),
+    where following them all raised RecursionError (found by 2026-12-07's sixth round)."""
+    chain: object = None
+    for _ in range(2000):
+        chain = _Link(chain)
+
+    class Model(autoreg.AutoRegisterMixin, CallingBase):
+        held = chain
+
+        def remember(self) -> None:
+            self.state = torch.ones(1)
+
+    model = Model()
+    model.remember()
+    assert role(model, "state") == "carried"
