@@ -37,6 +37,7 @@ from . import _state
 from ._errors import ClassDefinitionError
 from ._execute import register_pending
 from ._facts import is_compiling
+from ._frames import skip_as_dynamo_frame
 from ._messages.contract import INHERITED_INIT_UNDER_A_DECORATOR
 from ._record import ClassRecord
 from ._state import CONSTRUCTING, PENDING, Building, is_building, is_building_compiled
@@ -214,6 +215,7 @@ def _constructing(method: Any, name: str) -> Callable[..., Any]:
     # lost), and collects nothing from this one.
     construct: Callable[..., Any] = _Frame.construct
     construct.__code__ = construct.__code__.replace(co_name=name)
+    skip_as_dynamo_frame(construct.__code__)  # a frame of autoreg's own (_frames)
     functools.update_wrapper(construct, method)
     if isinstance(method, functools.partialmethod):
         # What functools.partialmethod's own function holds, where inspect.signature reads it

@@ -28,6 +28,7 @@ Design note
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, Final, Self, cast, overload
 
@@ -36,6 +37,7 @@ from torch import nn
 
 from ._errors import BufferKeyError, BufferTypeError
 from ._facts import why_no_buffer_slot
+from ._frames import skip_as_dynamo_frames
 from ._messages.contract import (
     A_PARAMETER,
     KEY_NOT_A_NAME,
@@ -292,3 +294,6 @@ class BufferDict(nn.Module):
     def extra_repr(self) -> str:
         entries = [f"({key}): {describe(tensor)}" for key, tensor in self._buffers.items()]
         return "\n".join([f"persistent={self.persistent}", *entries])
+
+
+skip_as_dynamo_frames([sys.modules[__name__]])  # model code calls it (_frames)

@@ -11,6 +11,7 @@ read by eager Python, past dynamo (``past_dynamo``), in a graph break, as a warn
 
 from __future__ import annotations
 
+import functools
 import os
 import traceback
 import types
@@ -27,6 +28,7 @@ __all__ = [
     "location",
     "past_dynamo",
     "short_path",
+    "skip_as_dynamo_frame",
     "skip_as_dynamo_frames",
     "torch_module",
 ]
@@ -61,33 +63,44 @@ def skip_as_dynamo_frames(modules: Iterable[types.ModuleType]) -> int:
     ``nn.LSTM`` subclass's ``forward``) calls the mixin's ``__setattr__``: dynamo compiled it,
     and each function it calls, as frames of their own (a store traced 19 frames against the
     twin's 1, recompiling for each new name up to dynamo's limit). Dynamo still inlines the code
-    where it traces a caller (a store in a compiled ``forward``). Through torch's C API, which
-    imports no dynamo: ``set_code_exec_strategy`` (the frame skipped, its callees as they are;
-    torch 2.13 and 2.15), or ``skip_code`` (torch 2.5); where neither is there, nothing is marked,
-    and the frames are compiled as before."""
-    try:
-        from torch._C._dynamo import eval_frame
-    except ImportError:  # pragma: no cover - a torch without dynamo
-        return 0
-    mark: Callable[[types.CodeType], object] | None = getattr(eval_frame, "skip_code", None)
-    if mark is None:
-        try:
-            skip = eval_frame._FrameExecStrategy(
-                eval_frame._FrameAction.SKIP, eval_frame._FrameAction.DEFAULT
-            )
-            set_strategy = eval_frame.set_code_exec_strategy
-        except AttributeError:
-            return 0
-
-        def mark(code: types.CodeType) -> object:
-            return set_strategy(code, skip)
-
+    where it traces a caller (a store in a compiled ``forward``). Each module that model code
+    calls marks itself, once, when imported (``_mixin`` the core's); a construction wrapper is
+    marked when made (``_construction``)."""
     count = 0
     for module in modules:
         for code in _defined_codes(module):
-            mark(code)
+            skip_as_dynamo_frame(code)
             count += 1
     return count
+
+
+def skip_as_dynamo_frame(code: types.CodeType) -> None:
+    """Mark ``code`` as ``skip_as_dynamo_frames`` does, through torch's C API, which imports no
+    dynamo: ``set_code_exec_strategy`` (the frame skipped, its callees as they are; torch 2.13
+    and 2.15), or ``skip_code`` (torch 2.5); where neither is there, nothing is marked, and the
+    frames are compiled as before."""
+    mark = _marker()
+    if mark is not None:
+        mark(code)
+
+
+@functools.cache
+def _marker() -> Callable[[types.CodeType], object] | None:
+    try:
+        from torch._C._dynamo import eval_frame
+    except ImportError:  # pragma: no cover - a torch without dynamo
+        return None
+    skip_code: Callable[[types.CodeType], object] | None = getattr(eval_frame, "skip_code", None)
+    if skip_code is not None:
+        return skip_code
+    try:
+        skip = eval_frame._FrameExecStrategy(
+            eval_frame._FrameAction.SKIP, eval_frame._FrameAction.DEFAULT
+        )
+        set_strategy = eval_frame.set_code_exec_strategy
+    except AttributeError:
+        return None
+    return lambda code: set_strategy(code, skip)
 
 
 def _defined_codes(module: types.ModuleType) -> Iterator[types.CodeType]:

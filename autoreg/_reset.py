@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import sys
 from collections.abc import Callable
 
 import torch
@@ -58,6 +59,7 @@ from torch import nn
 
 from ._carry import carried_values
 from ._containers import BufferDict, BufferList
+from ._frames import skip_as_dynamo_frames
 from ._walk import iter_tensors, map_tensors
 
 __all__ = ["reset_buffers"]
@@ -170,3 +172,6 @@ def _materialised_device(module: nn.Module) -> torch.device | None:
             if not tensor.is_meta:
                 return tensor.device
     return None
+
+
+skip_as_dynamo_frames([sys.modules[__name__]])  # model code calls it (_frames)

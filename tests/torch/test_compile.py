@@ -1984,6 +1984,84 @@ class TwinRemembering(nn.Module):
     forward = _remembering_forward
 
 
+def _traced_frames(caplog: pytest.LogCaptureFixture, run: Callable[[], object]) -> list[str]:
+    """The frames dynamo starts tracing while ``run()`` runs, read from its log (its frame
+    counter also counts a frame it skips at once for having no torch call: an audit hook, which
+    ``sys._getframe`` in autoreg's eager code runs once a library such as filelock has added
+    one, after an ``aot_eager`` compile on 2.5.1)."""
+    torch._dynamo.reset()
+    caplog.clear()
+    torch._logging.set_logs(dynamo=logging.INFO)
+    try:
+        with caplog.at_level(logging.INFO, logger="torch._dynamo"):
+            run()
+    finally:
+        torch._logging.set_logs()
+    return [r.getMessage() for r in caplog.records if "start tracing" in r.getMessage()]
+
+
+def _block_classes() -> tuple[type[nn.Module], type[nn.Module]]:
+    class Block(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.mask = torch.ones(2)
+
+    class TwinBlock(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.register_buffer("mask", torch.ones(2), persistent=False)
+
+    return Block, TwinBlock
+
+
+def test_autoregs_construction_run_eagerly_under_dynamo_traces_the_twins_frames(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Modules built by eager code under dynamo's frame callback (a function disabled with
+    ``recursive=False``), and ``autoreg.reset_buffers`` called there: as many frames traced as
+    for the twin's construction, and as for a function of torch's that calls none of the
+    user's code. The construction wrapper (one code object per class) and the modules imported
+    after the mixin (``_reset``, ``_containers``) were frames of their own (11 against 6; found
+    by 2026-12-07's sixth round)."""
+    auto_cls, twin_cls = _block_classes()
+
+    def building(cls: type[nn.Module]) -> Callable[[], object]:
+        @torch.compiler.disable(recursive=False)
+        def build() -> nn.Module:
+            return cls()
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            return build().lin(x) + 1
+
+        compiled = torch.compile(run, backend="eager")
+        return lambda: [compiled(torch.ones(2)) for _ in range(3)]
+
+    built = {cls: _traced_frames(caplog, building(cls)) for cls in (auto_cls, twin_cls)}
+    assert len(built[auto_cls]) == len(built[twin_cls]) > 0, built
+
+    def resetting(reset: Callable[[nn.Module], object]) -> Callable[[], object]:
+        module = auto_cls()
+
+        @torch.compiler.disable(recursive=False)
+        def again() -> None:
+            reset(module)
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            again()
+            return x + 1
+
+        compiled = torch.compile(run, backend="eager")
+        return lambda: [compiled(torch.ones(2)) for _ in range(3)]
+
+    reset = {  # a library function that calls no code of the user's: torch's own, as the twin
+        name: _traced_frames(caplog, resetting(function))
+        for name, function in (("autoreg", autoreg.reset_buffers), ("torch", nn.Module.zero_grad))
+    }
+    assert len(reset["autoreg"]) == len(reset["torch"]) > 0, reset
+
+
 def test_autoregs_code_run_eagerly_under_dynamo_is_no_frame_it_compiles(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -1991,28 +2069,15 @@ def test_autoregs_code_run_eagerly_under_dynamo_is_no_frame_it_compiles(
     many frames as for the twin (nn.Module's ``__setattr__`` is torch's, which it skips), not
     autoreg's ``__setattr__`` and each function it calls as frames of their own (21 frames
     against 5 on 2.13 and 2.15, 27 against 2 on 2.5.1, recompiling for each new name up to
-    dynamo's limit: found by 2026-12-07's catalogue round on ``nn.LSTM`` subclasses). Counted
-    from dynamo's log: its frame counter also counts a frame it skips at once for having no
-    torch call (an audit hook, which ``sys._getframe`` in autoreg's eager code runs, once a
-    library such as filelock has added one); the state is carried, as eagerly."""
-    traced = {}
-    torch._logging.set_logs(dynamo=logging.INFO)
-    try:
-        for cls in (Remembering, TwinRemembering):
-            torch._dynamo.reset()
-            caplog.clear()
-            module = cls()
-            compiled = torch.compile(module, backend="eager")
-            with caplog.at_level(logging.INFO, logger="torch._dynamo"):
-                for _ in range(3):
-                    compiled(torch.ones(1, 2))
-            traced[cls] = [
-                r.getMessage() for r in caplog.records if "start tracing" in r.getMessage()
-            ]
-    finally:
-        torch._logging.set_logs()
+    dynamo's limit: found by 2026-12-07's catalogue round on ``nn.LSTM`` subclasses); the state
+    is carried, as eagerly."""
+
+    def calls(cls: type[nn.Module]) -> Callable[[], object]:
+        compiled = torch.compile(cls(), backend="eager")
+        return lambda: [compiled(torch.ones(1, 2)) for _ in range(3)]
+
+    traced = {cls: _traced_frames(caplog, calls(cls)) for cls in (Remembering, TwinRemembering)}
     assert len(traced[Remembering]) == len(traced[TwinRemembering]) > 0, traced
-    assert role(module, "s3") == "plain"  # the twin's
     carried = Remembering()
     torch.compile(carried, backend="eager")(torch.ones(1, 2))
     assert role(carried, "s3") == "carried"
