@@ -74,7 +74,7 @@ def prepare(cls: type) -> None:
         if function is None or issubclass(type(function), (staticmethod, classmethod)):
             continue  # a static or class method builds no instance, and takes none
         if not getattr(function, _MARK, False):
-            wrapper = _constructing(function, method)
+            wrapper = _constructing(function, method, cls if inherited else None)
             if inherited:
                 setattr(wrapper, _INHERITED, True)  # checked by ``finalize``
             setattr(cls, method, wrapper)
@@ -129,27 +129,36 @@ def finalize(cls: type) -> None:
     writing its own, is refused: its fields would be the base's, or never set. (attrs writes
     ``__init__`` over the wrapper, and with ``init=False`` writes ``__attrs_init__`` instead.)"""
     init = cls.__dict__.get("__init__")
-    if (
-        type(init) is types.FunctionType
-        and init.__dict__.get(_INHERITED)
-        and "__dataclass_fields__" in cls.__dict__
-        and getattr(cls.__dict__.get("__dataclass_params__"), "init", True)  # (not init=False)
-    ):
-        wrapped = init.__dict__.get("__wrapped__")
-        defining = [k for k in cls.__mro__[1:] if "__init__" in k.__dict__]  # object's at least
-        # (the function a descriptor made, partialmethod's, is in no class's __dict__)
-        base = next((k for k in defining if k.__dict__["__init__"] is wrapped), defining[0])
-        hook = "__post_init__"
-        raise ClassDefinitionError(
-            INHERITED_INIT_UNDER_A_DECORATOR.format(
-                cls=cls.__name__,
-                base=base.__name__,
-                hook=hook,
-                builds=hook if any(hook in k.__dict__ for k in base.__mro__) else "__init__",
-            )
-        )
+    if type(init) is types.FunctionType and init.__dict__.get(_INHERITED):
+        _refuse_an_unwritten_init(cls, init.__dict__.get("__wrapped__"))
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     record.finalize()
+
+
+def _refuse_an_unwritten_init(cls: type, wrapped: object) -> None:
+    """Refuse ``cls``, given autoreg's wrapper of the ``__init__`` it inherits (``wrapped``),
+    where @dataclass decorated it since and wrote no ``__init__`` (see ``finalize``): asked at
+    each construction of ``cls`` in eager code (the first one refuses, before the base's
+    ``__init__`` takes the fields' arguments), and at its first assignment (code dynamo
+    compiles, which before torch 2.9 cannot trace a lookup in a class's ``__dict__``)."""
+    own = cls.__dict__
+    if "__dataclass_fields__" not in own or not getattr(
+        own.get("__dataclass_params__"), "init", True
+    ):
+        return  # (not a dataclass, or one asked for no __init__: init=False)
+    defining = [k for k in cls.__mro__[1:] if "__init__" in k.__dict__]  # object's at least
+    # (the function a descriptor made, partialmethod's, is in no class's __dict__)
+    base = next((k for k in defining if k.__dict__["__init__"] is wrapped), defining[0])
+    hook = "__post_init__"
+    has_hook = any(hook in k.__dict__ for k in base.__mro__)
+    raise ClassDefinitionError(
+        INHERITED_INIT_UNDER_A_DECORATOR.format(
+            cls=cls.__name__,
+            base=base.__name__,
+            hook=hook,
+            builds=f"{hook}()" if has_hook else "__init__(...)",
+        )
+    )
 
 
 def _frame_signature(self: Any) -> None:
@@ -159,9 +168,10 @@ def _frame_signature(self: Any) -> None:
     them, over what the model's ``__init__`` made of them.)"""
 
 
-def _constructing(method: Any, name: str) -> Callable[..., Any]:
+def _constructing(method: Any, name: str, inherited_by: type | None = None) -> Callable[..., Any]:
     """``method`` (the class's ``name``) wrapped so that the instance is constructing while its
-    outermost call runs."""
+    outermost call runs; ``inherited_by``: the class that inherits it (an ``__init__``), which a
+    decorator may have made a dataclass since (``_refuse_an_unwritten_init``)."""
     if isinstance(method, types.FunctionType):
         call: Callable[..., Any] = method
     else:  # a descriptor: functools.partialmethod, or anything else that binds
@@ -175,6 +185,8 @@ def _constructing(method: Any, name: str) -> Callable[..., Any]:
         @staticmethod
         def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
             __class__  # type: ignore[name-defined]  # noqa: B018 - the frame holds the cell
+            if inherited_by is not None and not is_compiling():
+                _refuse_an_unwritten_init(inherited_by, method)
             d = self.__dict__
             # autoreg's own state is read through its module (_state.EARLY), never bound here:
             # a class pickled by value (cloudpickle) takes this function with it, and the module

@@ -43,7 +43,7 @@ INHERITED_INIT_UNDER_A_DECORATOR: Final = """\
 {cls} is a @dataclass class that inherits {base}.__init__, and has no {hook} of its own: \
 autoreg wraps an __init__ a class inherits when the class is created, before the decorator runs, \
 and the decorator then wrote no {cls}.__init__ (its fields would be {base}'s, or never set). \
-Define the hook in {cls}, building {base} (def {hook}(self): super().{builds}()), and the \
+Define the hook in {cls}, building {base} (def {hook}(self): super().{builds}), and the \
 decorator writes {cls}.__init__."""
 
 # One line: it ends a traceback at the user's class statement, and the CLI prints it as it is.

@@ -571,7 +571,7 @@ def test_the_refusal_of_a_dataclass_without_its_hook_names_a_fix_that_works(base
         f"Refused is a @dataclass class that inherits {base.__name__}.__init_"
     )
     assert f"has no {hook} of its own" in message
-    body = "super().__post_init__()" if base is _FrameworkDataclass else "super().__init__()"
+    body = "super().__post_init__()" if base is _FrameworkDataclass else "super().__init__(...)"
     assert f"def {hook}(self): {body}" in message
 
     class Fixed(autoreg.AutoRegisterMixin, base):  # type: ignore[valid-type,misc]
@@ -590,6 +590,28 @@ def test_the_refusal_of_a_dataclass_without_its_hook_names_a_fix_that_works(base
         __post_init__ = hook_body
 
     assert persistence(decorate(Fixed)()) == {"table": False}
+
+
+class _FrameworkQuiet(nn.Module):
+    """A framework base whose ``__init__`` assigns nothing through ``__setattr__``."""
+
+    def __init__(self, width: int = 2) -> None:
+        super().__init__()
+
+
+def test_a_dataclass_without_its_hook_is_refused_at_its_first_construction() -> None:
+    """Refused when first built, whatever the base's ``__init__`` assigns and whatever the
+    arguments: it was refused at the first assignment, which a base that assigns nothing
+    left to ``forward`` (or never, its fields unset), and a field's keyword argument reached the
+    base's ``__init__`` first (``TypeError``; found by 2026-12-07's sixth round)."""
+
+    @dataclasses.dataclass(eq=False)
+    class Quiet(autoreg.AutoRegisterMixin, _FrameworkQuiet):
+        k: int = 8
+
+    for build in (Quiet, lambda: Quiet(k=5)):
+        with pytest.raises(autoreg.ClassDefinitionError, match=r"Quiet is a @dataclass class "):
+            build()
 
 
 @pytest.mark.parametrize("decorated", [False, True], ids=["plain", "dataclass"])
