@@ -466,6 +466,9 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     name,
                     host=not follows,
                     dtype=new[0].dtype,
+                    # autograd's own (prod's backward makes ones of its graph's dtype): its
+                    # dtype is the graph's, which the forward's lines gave it
+                    internal=call is not None and call.autograd and _by_autograd(),
                     random=name if name in RANDOM else "",
                     shaped=not self.input_dims.isdisjoint(new[0].shape),
                     written=kwargs.get("dtype") is not None,
@@ -541,9 +544,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Under autograd: the forward's calls are not seen. A factory of the user's code (a
         # backward written in Python, a checkpoint's forward run again) is judged as the same
         # line was in the forward pass; one of autograd's own follows the tensors it serves.
-        frame = _caller()
-        if frame is None or is_library(frame.f_code.co_filename):
+        if _by_autograd():
             return True
+        frame = _caller()
+        assert frame is not None  # _by_autograd
         return self.memo.get((frame.f_code.co_filename, frame.f_lineno, name), False)
 
     # --- findings ---------------------------------------------------------------------------------
@@ -655,6 +659,14 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 def _on_meta(tensor: torch.Tensor) -> bool:
     return tensor.device.type == STAND_IN.type
+
+
+def _by_autograd() -> bool:
+    """Whether the operation running now under autograd is autograd's own (a backward formula's
+    factory), not the user's code (a backward written in Python): no frame of the user's calls
+    it."""
+    frame = _caller()
+    return frame is None or is_library(frame.f_code.co_filename)
 
 
 def _caller() -> FrameType | None:

@@ -313,6 +313,24 @@ def test_backward_true_audits_the_backward_pass_too() -> None:
     }
 
 
+def _weighted_product_step(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    y = model(x).sigmoid()
+    parts = torch.stack([y[:, 0].mean(), y[:, 1].mean()])
+    weights = torch.tensor([0.3, 0.7]).to(y.device)  # float32 in a bfloat16 model
+    loss = 1 - torch.prod(parts**weights)
+    loss.backward()
+    return loss
+
+
+def test_the_backward_of_a_stray_is_reported_at_the_stray_not_at_backward() -> None:
+    """Before: prod's backward makes ones in its graph's dtype (float32, from the stray) and
+    cats them: a second dtype row at the line of ``loss.backward()``, which writes no dtype."""
+    model = nn.Linear(DIM, DIM)
+    findings = autoreg.audit_forward(model, torch.ones(3, DIM), step=_weighted_product_step)
+    line = line_of(inspect.getmodule(_Doubled), "weights = torch.tensor([0.3, 0.7]).to(y.device)")
+    assert found(findings) == {("test_audit_forward.py", line, "dtype")}
+
+
 def test_a_shape_that_depends_on_the_inputs_alone_is_computed_too() -> None:
     class Selects(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
