@@ -72,6 +72,7 @@ from ._audit_scope import (
     is_device_cache,
     is_holder,
     is_public,
+    is_read_field,
     iter_arrays,
     object_fields,
     overrides_apply,
@@ -488,10 +489,11 @@ def _held(
                     located.append(Located(finding, module, prefix))
                 for path, array in iter_arrays(item, f"{at}.{field}"):
                     _array(module, prefix, name, path, array, walked, located)
-                if id(item) not in walked and is_holder(field, item):
+                read = is_read_field(holder, field)
+                if id(item) not in walked and read and is_holder(None, item):
                     walked.add(id(item))
                     inner.append((f"{at}.{field}", item))
-                for path, held in iter_items(item if is_public(field) else (), f"{at}.{field}"):
+                for path, held in iter_items(item if read else (), f"{at}.{field}"):
                     if id(held) not in walked and is_holder(None, held):
                         walked.add(id(held))
                         inner.append((path, held))

@@ -12,7 +12,8 @@ autoreg module carries moves with it (``carried_by_autoreg``), and so does what 
 config, a distribution), one level into them: the entries of the instance's ``__dict__`` and
 the values of its ``__slots__``, read through the descriptors of its class, never through the
 object's own code (``__getattribute__``, properties). An attribute whose name starts with ``_``
-holds a framework's object (Lightning's ``_trainer``): not walked.
+holds a framework's object (Lightning's ``_trainer``): not walked, but for a field of a
+``torch.distributions`` object, where it keeps its tensors (``is_read_field``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Final, cast
 
 import torch
 from torch import nn
+from torch.distributions import Distribution
 
 from ._carry import carried
 from ._declarations import Declaration
@@ -47,6 +49,7 @@ __all__ = [
     "is_holder",
     "is_own_code",
     "is_public",
+    "is_read_field",
     "iter_arrays",
     "object_fields",
     "overrides_apply",
@@ -214,6 +217,14 @@ def is_public(name: str) -> bool:
     return not name.startswith("_")
 
 
+def is_read_field(holder: object, field: str) -> bool:
+    """Whether the audit reads the objects and containers in the field ``field`` of the plain
+    object ``holder``: a public field; any field of a ``torch.distributions`` object (told by its
+    type), which keeps its tensors and the distributions it wraps in ``_`` fields
+    (``OneHotCategorical._categorical``, ``MixtureSameFamily._mixture_distribution``)."""
+    return is_public(field) or issubclass(type(holder), Distribution)
+
+
 def is_holder(name: str | None, value: object) -> bool:
     """Whether ``value``, held in ``name`` (None: an item of a container), is a plain object
     whose fields the audit reads."""
@@ -233,9 +244,9 @@ def history_free_memo(model: nn.Module, memo: dict[int, Any] | None = None) -> d
     memo = {} if memo is None else memo
     seen: set[int] = set()
     for module in model.modules():
-        level = [(name, value) for name, value in vars(module).items()]
+        level: list[tuple[str | None, object]] = list(vars(module).items())
         for _ in range(OBJECT_DEPTH + 1):
-            deeper = []
+            deeper: list[tuple[str | None, object]] = []
             for name, value in level:
                 if id(value) in seen:
                     continue
@@ -243,8 +254,9 @@ def history_free_memo(model: nn.Module, memo: dict[int, Any] | None = None) -> d
                 for _, tensor in iter_tensors(value):
                     if tensor.grad_fn is not None and id(tensor) not in memo:
                         memo[id(tensor)] = tensor.detach().clone()
-                if is_holder(name, value):
-                    deeper.extend(object_fields(value))
+                if is_holder(name, value):  # its fields (None: read whatever its name)
+                    fields = object_fields(value)
+                    deeper.extend((None if is_read_field(value, f) else f, v) for f, v in fields)
             level = deeper
     return memo
 

@@ -195,6 +195,33 @@ def test_an_object_inside_a_held_object_is_walked_too() -> None:
     assert findings[0].fix.startswith("a tensor inside a TransformedDistribution object")
 
 
+def test_a_distribution_is_read_in_its_private_fields_too() -> None:
+    """A distribution keeps its tensors, and the distributions it wraps, in ``_`` fields:
+    OneHotCategorical's in ``_categorical``, MixtureSameFamily's in ``_mixture_distribution``
+    and ``_component_distribution``. Before: not walked (a private field), so neither was listed
+    while Normal's ``loc`` beside them was; .to() reaches none of them."""
+    from torch.distributions import Categorical, MixtureSameFamily, Normal, OneHotCategorical
+
+    box = Box()
+    probs, weights, loc = torch.full((4,), 0.25), torch.ones(4), torch.zeros(4)
+    box.onehot = OneHotCategorical(probs)
+    box.mix = MixtureSameFamily(Categorical(weights), Normal(loc, torch.ones(4)))
+    box.held = types.SimpleNamespace(prior=Normal(loc, torch.ones(4)))
+    findings = autoreg.find_unregistered(box)
+    paths = [f.path for f in findings]
+    assert paths[:2] == ["onehot._categorical.probs", "onehot._categorical.logits"]
+    assert findings[0].tensor is box.onehot.probs  # normalized from probs
+    assert "mix._mixture_distribution.probs" in paths
+    assert "mix._component_distribution.loc" in paths
+    assert paths[-2:] == ["held.prior.loc", "held.prior.scale"]
+    assert {(f.class_name, f.attribute) for f in findings} == {
+        ("Box", "onehot"),
+        ("Box", "mix"),
+        ("Box", "held"),
+    }
+    assert findings[0].fix.startswith("a tensor inside a OneHotCategorical object")
+
+
 def test_objects_are_walked_three_deep_each_once_and_never_into_private_fields() -> None:
     """The walk is bounded: three objects deep (the held object and two inside it), each object
     read once, a private field (a framework's) never entered, a module never walked as an
