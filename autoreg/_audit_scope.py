@@ -161,15 +161,17 @@ def _is_device_name(key: object) -> bool:
 def overrides_apply(cls: type) -> bool:
     """Whether the ``_apply`` of ``cls`` is code of its own that may convert more than parameters
     and buffers: another than nn.Module's and the mixin's (by identity: a class may set any
-    ``__module__``), and not torch's (by where its code lives: ``RNNBase``'s re-flattens weights,
-    FSDP's reshards; a deep copy of an FSDP module raises)."""
+    ``__module__``), and not torch's (by where its code lives: FSDP's reshards, and a deep copy
+    of an FSDP module raises) but for ``nn.RNNBase``'s (by identity), which rebuilds
+    ``_flat_weights`` from the module's attributes: what a weight drop left there goes."""
     function = next(vars(klass)["_apply"] for klass in cls.__mro__ if "_apply" in vars(klass))
     if function is _MODULE_APPLY or function is _MIXIN_APPLY:
         return False
     code = getattr(inspect.unwrap(function), "__code__", None)
-    return code is None or not code.co_filename.startswith(TORCH_DIR)
+    return code is None or function is _RNN_APPLY or not code.co_filename.startswith(TORCH_DIR)
 
 
+_RNN_APPLY: Final = vars(nn.RNNBase)["_apply"]
 _MODULE_APPLY: Final = vars(nn.Module)["_apply"]
 _MIXIN_APPLY: Final = vars(AutoRegisterMixin)["_apply"]
 
