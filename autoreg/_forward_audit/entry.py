@@ -47,7 +47,7 @@ from .finding import ForwardFinding, ModeChoice, ModeName
 from .fixes import Records, finish
 from .rules import STAND_IN, tensors_in
 from .sites import Lines, call
-from .stores import StoreWatch, stored_findings
+from .stores import StoreWatch, recomputed, stored_findings
 from .tags import Tags
 from .values import Values
 
@@ -182,7 +182,11 @@ def _run(
     audit.returned(exchanged_tensors(output))
     if stores is not None:
         device = _device_of(model)
-        for key, found in stored_findings(twin, mode, stranded, stores.lines, audit.made, device):
+        kept = stored_findings(twin, mode, stranded, stores.lines, audit.made, device)
+        if kept and not meta:  # what forward recomputes before every use is no stray
+            again = _recomputed(model, args, kwargs, step, training)
+            kept = [(k, f) for k, f in kept if (f.module_path, f.attribute) not in again]
+        for key, found in kept:
             first = stored.setdefault(key, found)
             if mode not in first.modes:  # found by a pass in the other mode first
                 stored[key] = dataclasses.replace(first, modes=(*first.modes, mode))
@@ -322,6 +326,28 @@ def _raises_alone(
     except Exception:  # noqa: BLE001 - any error of its own
         return True
     return False
+
+
+def _recomputed(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    step: Step | None,
+    training: bool | None,
+) -> set[tuple[str, str]]:
+    """``stores.recomputed`` on a fresh copy of ``model`` (the pass's holds the autograd graph its
+    backward may yet run), without the audit: the state its forward recomputes before every
+    use, by module path and attribute."""
+    try:
+        twin = copy_model(model, None, meta=False)
+    except Exception:  # noqa: BLE001 - what cannot be copied cannot be run again
+        return set()
+    if training is not None:
+        twin.train(training)
+    before = strand(twin)
+    run: Step = twin if step is None else functools.partial(step, twin)
+    with default_device_cpu():
+        return recomputed(lambda: call(run, *copy_inputs((args, kwargs), None, None)), twin, before)
 
 
 def _device_of(model: nn.Module) -> str:

@@ -8,6 +8,13 @@ switched to a subclass of its own class, made once per class and named like it, 
 class's own ``__setattr__``. A tensor put into a container in place (``self.cache["k"] = k``,
 ``self.keys.append(k)``) makes no attribute store: it is reported at the user's line that computed
 it. The copy is the audit's: the caller's modules and classes are left as they were.
+
+A state that forward recomputes before every use is no stray (``recomputed``): a hand-made weight
+drop sets ``setattr(lstm, "weight_hh_l0", F.dropout(raw, ...))`` before each call of the LSTM,
+which then reads only the new weight (and re-flattens it into ``_flat_weights``); after ``.to()``,
+the next forward replaces what was left before reading it, as ``weight_norm``'s hook does. Told
+by running it: a fresh copy runs forward twice, and an attribute whose tensors from the first
+call the second never reads, while it reads the ones it stored instead, is recomputed.
 """
 
 from __future__ import annotations
@@ -17,17 +24,22 @@ import inspect
 import linecache
 import sys
 import types
+import weakref
+from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from .._audit import Located, locate_unregistered
 from .._messages.describe import dtype_name
 from .finding import ForwardFinding, ModeName
 from .fixes import stored_fix
+from .rules import tensors_in
 from .sites import ByTensor, user_line
 
-__all__ = ["StoreWatch", "stored_findings"]
+__all__ = ["StoreWatch", "recomputed", "stored_findings"]
 
 Line = tuple[str, int]
 
@@ -124,3 +136,60 @@ def _forward_line(module: nn.Module) -> Line:
         return inspect.getsourcefile(forward) or "<unknown>", inspect.getsourcelines(forward)[1]
     except (OSError, TypeError):
         return "<unknown>", 0
+
+
+_Held = dict[tuple[str, str], list[torch.Tensor]]  # by (module path, attribute)
+
+
+def recomputed(
+    run: Callable[[], object], twin: nn.Module, before: dict[int, Located]
+) -> set[tuple[str, str]]:
+    """The ``(module path, attribute)`` of the state forward stores on ``twin`` (a fresh copy, not
+    run yet; ``before``: what ``.to()`` leaves behind in it) that it recomputes before every use:
+    ``run`` (its forward) is called twice, and the second call reads none of the tensors the
+    first stored there, and reads one it stored there itself. Empty when a call raises."""
+    try:
+        run()
+        first = _stored(twin, before)
+        with _Reads() as reads:
+            run()
+    except Exception:  # noqa: BLE001 - what cannot run twice stays reported
+        return set()
+    second = _stored(twin, before)
+    return {
+        key
+        for key, old in first.items()
+        if not any(reads.read(t) for t in old)
+        and any(reads.read(t) and not any(t is o for o in old) for t in second.get(key, ()))
+    }
+
+
+def _stored(twin: nn.Module, before: dict[int, Located]) -> _Held:
+    """The tensors stored on ``twin`` where ``.to()`` leaves them, not there ``before``."""
+    held: _Held = {}
+    for entry in locate_unregistered(twin):
+        finding = entry.finding
+        if id(finding.tensor) not in before and finding.kind == "tensor":
+            held.setdefault((entry.holder_path, finding.attribute), []).append(finding.tensor)
+    return held
+
+
+class _Reads(TorchFunctionMode):
+    """The tensors the code hands to torch (not a read of their shape, dtype or device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._read: dict[int, weakref.ref[torch.Tensor]] = {}
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") != "__get__" or isinstance(result, torch.Tensor):
+            for tensor in tensors_in((args, kwargs)):
+                self._read[id(tensor)] = weakref.ref(tensor)
+        return result
+
+    def read(self, tensor: torch.Tensor) -> bool:
+        seen = self._read.get(id(tensor))
+        return seen is not None and seen() is tensor

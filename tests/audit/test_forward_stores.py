@@ -30,7 +30,9 @@ def caches_on(base: type[nn.Module]) -> type[nn.Module]:
             self.keys: list[torch.Tensor] = []
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.cache = {"k": self.k(x), "v": self.v(x)}
+            # reads what the last call stored (one that only recomputed it is no stray)
+            v = self.v(x) + self.cache["v"] if hasattr(self, "cache") else self.v(x)
+            self.cache = {"k": self.k(x), "v": v}
             self.keys.append(self.k(x))
             return self.cache["k"] * self.cache["v"] + torch.stack(self.keys).sum(0)
 
@@ -116,7 +118,8 @@ class StoresAWeight(nn.Module):
         self.proj = nn.Linear(DIM, DIM)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.scale = torch.ones(DIM, requires_grad=True)
+        if not hasattr(self, "scale"):  # kept for the next call (one made again is no stray)
+            self.scale = torch.ones(DIM, requires_grad=True)
         return self.proj(x) * self.scale
 
 

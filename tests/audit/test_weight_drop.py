@@ -3,8 +3,10 @@
 As AWD-LSTM writes it: the recurrent weight leaves the LSTM's parameters for a raw one, and
 forward sets the LSTM's weight to a dropout of the raw one before every call. ``.to()`` converts
 the raw weight; ``nn.RNNBase._apply`` rebuilds ``_flat_weights`` from the LSTM's attributes; the
-next forward replaces the weight before the LSTM reads it. Before: the attribute audit reported
-``rnn._flat_weights[1]``. What the LSTM keeps that no forward replaces is still reported.
+next forward replaces the weight before the LSTM reads it. Nothing is left behind that a forward
+would read: neither audit reports it (before: the attribute audit reported
+``rnn._flat_weights[1]``, the forward audit ``stored LSTM.weight_hh_l0`` and
+``LSTM._flat_weights``). What the LSTM keeps that no forward replaces is still reported.
 """
 
 from __future__ import annotations
@@ -73,3 +75,26 @@ def test_the_flat_weights_torch_rebuilds_in_apply_are_no_finding() -> None:
 def test_a_weight_left_in_the_flat_weights_and_never_recomputed_is_still_a_finding() -> None:
     paths = {f.path for f in autoreg.find_unregistered(FrozenWeight())}
     assert paths == {"rnn.weight_hh_l0", "rnn._flat_weights[1]"}
+
+
+def test_the_weight_forward_recomputes_before_every_use_is_no_stored_stray() -> None:
+    findings = autoreg.audit_forward(WeightDrop().train(), inputs(), mode="both")
+    assert findings == []
+
+
+class KeepsTheLastWeight(WeightDrop):
+    """Recomputes the weight only in the first call, then uses what it stored: a stray."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "weight_hh_l0" not in vars(self.rnn):
+            weight = nn.functional.dropout(self.rnn.weight_hh_l0_raw, self.p, self.training)
+            setattr(self.rnn, "weight_hh_l0", weight)  # noqa: B010
+        out: torch.Tensor = self.rnn(x)[0]
+        return out
+
+
+def test_a_weight_forward_stores_and_reads_in_the_next_call_is_still_stored() -> None:
+    findings = autoreg.audit_forward(KeepsTheLastWeight().train(), inputs(), low_precision=None)
+    assert {(f.kind, f.class_name, f.attribute) for f in findings} >= {
+        ("stored", "LSTM", "weight_hh_l0")
+    }
