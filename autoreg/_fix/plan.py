@@ -360,10 +360,14 @@ def _stored_by_package(plan: Plan, stray: Stray) -> None:
 
 
 def _hand(plan: Plan, stray: Stray, reason: str, edit: str) -> None:
-    """List ``stray`` at its first store (in construction, if any), or at its class."""
+    """List ``stray`` at its first store (in construction, if any), or at its class; a store
+    that a package's code made (torch's ``RNNBase.__setattr__``) at the user's line that called
+    it: never in a file the user does not own."""
     sites = [site for site in stray.sites if site.construction] or list(stray.sites)
     cls = stray.classes[0]
-    where = (sites[0].filename, sites[0].lineno) if sites else (cls.filename or "", cls.lineno)
+    where = (cls.filename or "", cls.lineno)
+    if sites:
+        where = sites[0].caller or (sites[0].filename, sites[0].lineno)
     plan.list_hand(HandEdit(*where, stray.name, reason, edit))
 
 

@@ -308,3 +308,39 @@ def test_a_file_changed_since_it_was_written_is_not_put_back(
     assert status == 1
     assert "put back" not in err
     assert path.read_text().endswith("# written\n# saved by an editor\n")
+
+
+# torch's own code stores the weight (nn.RNNBase.__setattr__), called from the user's line.
+TORCH_STORES = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 4)
+        del self.rnn._parameters["weight_hh_l0"]
+        self.rnn.weight_hh_l0 = torch.zeros(16, 4, requires_grad=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def build():
+    return Net(), (torch.ones(5, 2, 4),)
+"""
+
+
+def test_a_hand_edit_of_a_store_torch_made_is_listed_at_the_users_line(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: listed at torch/nn/modules/rnn.py, a file the user does not own."""
+    project.write("m", TORCH_STORES)
+    status, _, err = project.fix(capsys, f"{project.name}.m:build")
+    assert status == 1
+    listed = [line for line in err.splitlines() if ": LSTM." in line]
+    assert listed
+    assert all(line.strip().startswith(f"{project.name}/m.py:") for line in listed), listed
+    assert "site-packages" not in err
+    assert "torch/nn" not in err
