@@ -54,6 +54,7 @@ __all__ = [
     "object_fields",
     "overrides_apply",
     "own_method",
+    "rebuilt_by_apply",
 ]
 
 # What is never walked as a plain object: values without fields of their own, and code.
@@ -94,7 +95,7 @@ def entries(module: nn.Module) -> Iterator[tuple[str, object, str]]:
     declarations: dict[str, Declaration] = (
         type(module).__autoreg__.declarations if isinstance(module, AutoRegisterMixin) else {}
     )
-    recomputed = recomputed_names(module._forward_pre_hooks)
+    recomputed = recomputed_names(module._forward_pre_hooks) | rebuilt_by_apply(type(module))
     for name, value in list(module.__dict__.items()):
         if name in MODULE_INTERNALS or name.startswith("_autoreg_") or name in recomputed:
             continue
@@ -161,18 +162,29 @@ def _is_device_name(key: object) -> bool:
 def overrides_apply(cls: type) -> bool:
     """Whether the ``_apply`` of ``cls`` is code of its own that may convert more than parameters
     and buffers: another than nn.Module's and the mixin's (by identity: a class may set any
-    ``__module__``), and not torch's (by where its code lives: FSDP's reshards, and a deep copy
-    of an FSDP module raises) but for ``nn.RNNBase``'s (by identity), which rebuilds
-    ``_flat_weights`` from the module's attributes: what a weight drop left there goes."""
-    function = next(vars(klass)["_apply"] for klass in cls.__mro__ if "_apply" in vars(klass))
+    ``__module__``), and not torch's (by where its code lives: ``RNNBase``'s re-flattens weights,
+    ``rebuilt_by_apply``; FSDP's reshards, and a deep copy of an FSDP module raises)."""
+    function = _apply_of(cls)
     if function is _MODULE_APPLY or function is _MIXIN_APPLY:
         return False
     code = getattr(inspect.unwrap(function), "__code__", None)
-    return code is None or function is _RNN_APPLY or not code.co_filename.startswith(TORCH_DIR)
+    return code is None or not code.co_filename.startswith(TORCH_DIR)
 
 
-_RNN_APPLY: Final = vars(nn.RNNBase)["_apply"]
+def rebuilt_by_apply(cls: type) -> frozenset[str]:
+    """The attributes of ``cls`` that torch's own ``_apply`` (told by identity) makes again from
+    the module's attributes after converting: ``nn.RNNBase``'s ``_flat_weights``, the weights
+    under ``_flat_weights_names`` (what a weight drop left there goes; a weight kept as a plain
+    attribute is reported under its own name)."""
+    return _REBUILT.get(_apply_of(cls), frozenset())
+
+
+def _apply_of(cls: type) -> Any:
+    return next(vars(klass)["_apply"] for klass in cls.__mro__ if "_apply" in vars(klass))
+
+
 _MODULE_APPLY: Final = vars(nn.Module)["_apply"]
+_REBUILT: Final = {vars(nn.RNNBase)["_apply"]: frozenset({"_flat_weights"})}
 _MIXIN_APPLY: Final = vars(AutoRegisterMixin)["_apply"]
 
 
