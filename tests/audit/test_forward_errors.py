@@ -164,7 +164,8 @@ class ComplexKernel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         kernel = torch.view_as_complex(self.weight)
-        self.table = torch.arange(DIM, device=kernel.device) * 0.5
+        if not hasattr(self, "table"):  # kept for the next calls
+            self.table = torch.arange(DIM, device=kernel.device) * 0.5
         return (kernel * x).real + self.table
 
 
