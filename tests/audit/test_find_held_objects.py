@@ -204,8 +204,12 @@ def test_a_distribution_is_read_in_its_private_fields_too() -> None:
 
     box = Box()
     probs, weights, loc = torch.full((4,), 0.25), torch.ones(4), torch.zeros(4)
-    box.onehot = OneHotCategorical(probs)
-    box.mix = MixtureSameFamily(Categorical(weights), Normal(loc, torch.ones(4)))
+    # validate_args=True: validation makes Categorical's lazy logits, whatever an earlier test
+    # (or pyro) set as the default
+    box.onehot = OneHotCategorical(probs, validate_args=True)
+    box.mix = MixtureSameFamily(
+        Categorical(weights, validate_args=True), Normal(loc, torch.ones(4)), validate_args=True
+    )
     box.held = types.SimpleNamespace(prior=Normal(loc, torch.ones(4)))
     findings = autoreg.find_unregistered(box)
     paths = [f.path for f in findings]
