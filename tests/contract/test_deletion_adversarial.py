@@ -541,12 +541,6 @@ print(model.h.dtype)
 """
 
 
-@pytest.mark.xfail(
-    torch.__version__ < "2.6",
-    strict=False,  # measured on 2.5.1 (aborts), 2.13 and 2.15 (pass); 2.6 to 2.12 not measured
-    reason="not mended (compatibility.md): dynamo 2.5 aborts the process (failed to add version "
-    "watcher to dict)",
-)
 def test_a_compiled_forward_that_deletes_then_stores_on_a_framework_base_runs_as_the_twins() -> (
     None
 ):
@@ -554,11 +548,12 @@ def test_a_compiled_forward_that_deletes_then_stores_on_a_framework_base_runs_as
     carried state and stores it again runs three times and ``.double()`` converts it, as for the
     twin. Run in a subprocess: what it found kills the process.
 
-    An expected failure on torch 2.5.1 only (passes on 2.13 and 2.15): the second compiled call
-    aborts the interpreter ("terminate called after throwing an instance of 'std::runtime_error'
-    what(): failed to add version watcher to dict!", exit status -6), after dynamo's graph breaks on
-    ``sys._getframe`` (row 4's walk) and ``dict.get``. Not on autoreg.Module, not with a forward
-    that only stores or only deletes, not on the twin. Fails before d2fa2e3 too."""
+    Until 2026-12-07 (sixth session) an expected failure on torch 2.5.1: the second compiled call
+    aborted the interpreter ("terminate called after throwing an instance of 'std::runtime_error'
+    what(): failed to add version watcher to dict!", exit status -6), while dynamo compiled
+    autoreg's own functions as frames of their own after its graph breaks on ``sys._getframe``
+    (row 4's walk) and ``dict.get``; they are frames it skips now (``_frames``), and the test
+    passes on 2.5.1, 2.13 and 2.15."""
     root = str(os.path.dirname(os.path.dirname(os.path.abspath(autoreg.__file__))))
     path = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
     done = subprocess.run(
