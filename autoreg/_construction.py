@@ -185,7 +185,11 @@ def _constructing(method: Any, name: str, inherited_by: type | None = None) -> C
         @staticmethod
         def construct(self: Any, *args: Any, **kwargs: Any) -> Any:
             __class__  # type: ignore[name-defined]  # noqa: B018 - the frame holds the cell
-            if inherited_by is not None and not is_compiling():
+            if (
+                inherited_by is not None
+                and not is_compiling()  # (finalize asks there)
+                and "__dataclass_fields__" in inherited_by.__dict__
+            ):
                 _refuse_an_unwritten_init(inherited_by, method)
             d = self.__dict__
             # autoreg's own state is read through its module (_state.EARLY), never bound here:

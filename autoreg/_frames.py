@@ -55,23 +55,20 @@ def past_dynamo(function: Callable[..., _T], *args: Any) -> _T:
     return result
 
 
-def skip_as_dynamo_frames(modules: Iterable[types.ModuleType]) -> int:
+def skip_as_dynamo_frames(modules: Iterable[types.ModuleType]) -> None:
     """Mark the code of the functions and methods ``modules`` define (with the code nested in
     them) as code dynamo never compiles as a frame of its own, as it never compiles
-    ``nn.Module``'s (torch's files are skipped); return how many code objects were marked.
-    Eager code that dynamo lets run under its frame callback (a frame it cannot compile: an
-    ``nn.LSTM`` subclass's ``forward``) calls the mixin's ``__setattr__``: dynamo compiled it,
-    and each function it calls, as frames of their own (a store traced 19 frames against the
-    twin's 1, recompiling for each new name up to dynamo's limit). Dynamo still inlines the code
+    ``nn.Module``'s (torch's files are skipped). Eager code that dynamo lets run under its frame
+    callback (a frame it cannot compile: an ``nn.LSTM`` subclass's ``forward``) calls the
+    mixin's ``__setattr__``: dynamo compiled it, and each function it calls, as frames of their
+    own (an ``nn.LSTM`` subclass's store of its state traced 19 frames against the twin's 1,
+    recompiling for each new name up to dynamo's limit). Dynamo still inlines the code
     where it traces a caller (a store in a compiled ``forward``). Each module that model code
     calls marks itself, once, when imported (``_mixin`` the core's); a construction wrapper is
     marked when made (``_construction``)."""
-    count = 0
     for module in modules:
         for code in _defined_codes(module):
             skip_as_dynamo_frame(code)
-            count += 1
-    return count
 
 
 def skip_as_dynamo_frame(code: types.CodeType) -> None:
