@@ -8,6 +8,7 @@ must never compile more often than its twin.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -194,17 +195,18 @@ def _frames(
     backend: str = "eager",
     fullgraph: bool = True,
     eager_first: bool = False,
+    shape: tuple[int, ...] = (2, 3),
 ) -> int:
     """How many frames dynamo compiles (from a reset) for ``calls`` compiled calls of ``module``
-    on ``ones(2, 3)``, running ``between(step)`` eagerly after each; with ``eager_first``, the
+    on ``ones(shape)``, running ``between(step)`` eagerly after each; with ``eager_first``, the
     module runs eagerly once after it is compiled and before its first compiled call."""
     torch._dynamo.reset()
     counter = CompileCounterWithBackend(backend)
     compiled = torch.compile(module, backend=counter, fullgraph=fullgraph)
     if eager_first:
-        module(torch.ones(2, 3))
+        module(torch.ones(shape))
     for step in range(calls):
-        compiled(torch.ones(2, 3))
+        compiled(torch.ones(shape))
         between(step)
     return int(counter.frame_count)
 
@@ -1639,20 +1641,53 @@ def test_a_function_compiled_on_its_own_traced_on_a_built_module_then_called_in_
     assert later.double().table.dtype == torch.float64
 
 
-def test_a_compiled_store_recompiles_nothing_as_modules_are_built_between_calls() -> None:
+@pytest.mark.parametrize("root", [lambda m: m, nn.Sequential], ids=["alone", "Sequential"])
+def test_a_compiled_store_recompiles_nothing_as_modules_are_built_between_calls(
+    root: Callable[[nn.Module], nn.Module],
+) -> None:
     """The guard that tells compiled code a construction began (``_state.ANY_EARLY``) holds
-    between calls however many modules are built eagerly in between: the twin's frames."""
-    frames = {}
-    for cls in (Shape, TwinShape):
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
-        compiled = torch.compile(cls(), backend=counter)
-        for _ in range(3):
-            compiled(torch.ones(4, 2))
-            [cls() for _ in range(3)]
-            MeasuringParent(cls())
-        frames[cls] = counter.frame_count
+    between calls however many modules are built eagerly in between, the module alone or under
+    a plain root: the twin's frames."""
+
+    def built(cls: type[nn.Module]) -> Callable[[int], object]:
+        return lambda step: ([cls() for _ in range(3)], MeasuringParent(cls()))
+
+    frames = {
+        cls: _frames(root(cls()), 3, built(cls), fullgraph=False, shape=(4, 2))
+        for cls in (Shape, TwinShape)
+    }
     assert frames[Shape] == frames[TwinShape]
+
+
+class _FailingShape(Shape):
+    """A construction that raises after ``nn.Module.__init__``, while it is marked in
+    ``_state.EARLY`` (and ``ANY_EARLY`` says one runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        raise ValueError("a bad configuration")
+
+
+def test_a_construction_that_raised_leaves_compiled_stores_as_they_were() -> None:
+    """A compiled forward's store after a construction that raised, and one an outer
+    construction caught: carried, as before either, in as many frames (a flag left saying that a
+    construction runs would make every later compiled store a buffer)."""
+    compiled = torch.compile(Shape(), backend="eager")
+    compiled(torch.ones(4, 2))
+    with pytest.raises(ValueError, match="bad configuration"):
+        _FailingShape()
+
+    class Catching(autoreg.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            with contextlib.suppress(ValueError):
+                _FailingShape()
+
+    Catching()
+    fresh = Shape()
+    torch.compile(fresh, backend="eager")(torch.ones(4, 2))
+    assert role(fresh, "seen") == "carried"
+    assert fresh.double().seen.dtype == torch.float64
 
 
 class RefilledByAFunction(autoreg.Module, persistent=True):
@@ -1719,7 +1754,7 @@ def test_a_compiled_forward_traced_before_another_module_is_built_compiles_as_th
     built, then called by its parent's ``__init__``: as many frames as the twin's (2 against 1,
     torch 2.13). Its store is carried, as the twin's is plain (asserted first)."""
     frames = {}
-    for cls in (Shape, TwinShape):
+    for cls in (Shape, TwinShape):  # (the parent calls the compiled child, whose frames count)
         torch._dynamo.reset()
         counter = CompileCounterWithBackend("eager")
         child = cls()
@@ -2000,22 +2035,6 @@ def _traced_frames(caplog: pytest.LogCaptureFixture, run: Callable[[], object]) 
     return [r.getMessage() for r in caplog.records if "start tracing" in r.getMessage()]
 
 
-def _block_classes() -> tuple[type[nn.Module], type[nn.Module]]:
-    class Block(autoreg.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(2, 2)
-            self.mask = torch.ones(2)
-
-    class TwinBlock(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(2, 2)
-            self.register_buffer("mask", torch.ones(2), persistent=False)
-
-    return Block, TwinBlock
-
-
 def test_autoregs_construction_run_eagerly_under_dynamo_traces_the_twins_frames(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -2025,7 +2044,7 @@ def test_autoregs_construction_run_eagerly_under_dynamo_traces_the_twins_frames(
     user's code. The construction wrapper (one code object per class) and the modules imported
     after the mixin (``_reset``, ``_containers``) were frames of their own (11 against 6; found
     by 2026-12-07's sixth round)."""
-    auto_cls, twin_cls = _block_classes()
+    auto_cls, twin_cls = AutoRead, TwinRead
 
     def building(cls: type[nn.Module]) -> Callable[[], object]:
         @torch.compiler.disable(recursive=False)
@@ -2036,7 +2055,7 @@ def test_autoregs_construction_run_eagerly_under_dynamo_traces_the_twins_frames(
             return build().lin(x) + 1
 
         compiled = torch.compile(run, backend="eager")
-        return lambda: [compiled(torch.ones(2)) for _ in range(3)]
+        return lambda: [compiled(torch.ones(4)) for _ in range(3)]
 
     built = {cls: _traced_frames(caplog, building(cls)) for cls in (auto_cls, twin_cls)}
     assert len(built[auto_cls]) == len(built[twin_cls]) > 0, built
@@ -2110,12 +2129,8 @@ def test_a_compiled_store_runs_no_getattr_of_the_models() -> None:
     (a ``getattr`` of the mark did, since b7742d0: one that prints compiled 2 frames against 1,
     and one that raises ``KeyError`` made dynamo raise under ``fullgraph=True`` on 2.15, where
     the twin compiles; found by 2026-12-07's sixth round): the twin's frames."""
-    frames = {}
-    for cls in (DelegatingModule, TwinDelegating):
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
-        compiled = torch.compile(cls(), backend=counter)
-        for _ in range(2):
-            compiled(torch.ones(2))
-        frames[cls] = counter.frame_count
+    frames = {
+        cls: _frames(cls(), 2, fullgraph=False, shape=(2,))
+        for cls in (DelegatingModule, TwinDelegating)
+    }
     assert frames[DelegatingModule] == frames[TwinDelegating] == 1
