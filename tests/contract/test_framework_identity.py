@@ -532,6 +532,11 @@ def call_back(module, callback):
     callback(module)
 
 
+class SettingLike(PyroLike):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+
+
 class Extra(nn.Module):
     pass
 
@@ -585,9 +590,15 @@ def test_state_a_framework_function_sets_is_the_frameworks(framework_package: Mo
     assert role(model, "mine") == "carried"
 
 
+FRAMEWORK_BASES = pytest.mark.parametrize(
+    "base", ["PyroLike", "SettingLike"], ids=["base", "base with __setattr__"]
+)
+
+
+@FRAMEWORK_BASES
 @pytest.mark.parametrize("held", ["staticmethod", "partial", "method"])
 def test_a_framework_function_the_model_holds_leaves_the_framework_its_package(
-    framework_package: ModuleType, held: str
+    framework_package: ModuleType, held: str, base: str
 ) -> None:
     """A model class that holds a function of the framework's package (a ``staticmethod``, a
     ``functools.partial``, a function set as a method) is not written there: the package stays
@@ -599,9 +610,8 @@ def test_a_framework_function_the_model_holds_leaves_the_framework_its_package(
         "partial": functools.partial(function),
         "method": function,
     }[held]
-    model = type(
-        "Model", (autoreg.AutoRegisterMixin, framework_package.PyroLike), {"collate": holds}
-    )()
+    bases = (autoreg.AutoRegisterMixin, getattr(framework_package, base))
+    model = type("Model", bases, {"collate": holds})()
     framework_package.to_framework_module_(model, torch.ones(1))
     model.mine = torch.ones(1)
     assert role(model, "framework_value") == "plain"
@@ -609,16 +619,17 @@ def test_a_framework_function_the_model_holds_leaves_the_framework_its_package(
     assert role(model, "mine") == "carried"
 
 
+@FRAMEWORK_BASES
 @pytest.mark.parametrize("factory", ["made", "made_by_type"])
 def test_a_class_a_framework_factory_makes_leaves_the_framework_its_package(
-    framework_package: ModuleType, factory: str
+    framework_package: ModuleType, factory: str, base: str
 ) -> None:
     """The framework's factory makes a class of the user's (a class statement or ``type()`` in
     the framework's package): the package stays the framework's, as the model's functions were
     written elsewhere; what its functions set on the model is the framework's (found by
     2026-12-07's sixth round: edac01d took the package of that statement for the model's)."""
 
-    class Net(autoreg.AutoRegisterMixin, framework_package.PyroLike):
+    class Net(autoreg.AutoRegisterMixin, getattr(framework_package, base)):  # type: ignore[misc]
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             self.mine = x * 2
             return x
