@@ -67,7 +67,6 @@ __all__ = [
     "inlined_codes",
     "judge_codes",
     "source_code",
-    "traced_instance",
     "warn_at_assignment",
 ]
 
@@ -225,22 +224,6 @@ def _translators() -> list[Any] | None:
     except Exception:  # noqa: BLE001 - dynamo's internals changed: cannot tell
         return None
     return found
-
-
-def traced_instance(record: ClassRecord) -> object:
-    """The instance an assignment dynamo is tracing is made on: the first argument of the innermost
-    function it traces that is a ``__setattr__`` of the instance's classes or the mixin's (known by
-    code identity), as dynamo holds it; None when dynamo's state cannot be read."""
-    traced = _translators()
-    try:
-        for tx in traced or ():
-            code = record.setattr_codes.get(id(tx.f_code))
-            if code is not None and code is tx.f_code and code.co_argcount:
-                made = tx.symbolic_locals.get(code.co_varnames[0])
-                return getattr(made, "value", None)
-    except Exception:  # noqa: BLE001 - dynamo's internals changed: cannot tell
-        return None
-    return None
 
 
 def _traced_cells(tx: Any, code: types.CodeType) -> dict[str, object]:

@@ -18,10 +18,14 @@ A call that begins before ``nn.Module.__init__`` has run (``super().__init__()``
 nearly every ``__init__``) writes nothing into the still empty ``__dict__``: torch reads a module
 whose ``__dict__`` is empty as not yet initialized, and dynamo, meeting one being built inside a
 compiled function, traces it as such; one holding autoreg's mark alone it traced as a built module
-without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` instead (by the
-id of its ``__dict__``), which ``_facts.situation`` reads too, for as long as the call runs.
-(Asking dynamo whether a compiled function runs, to keep the mark in the ``__dict__`` elsewhere,
-crashed torch 2.6 and 2.7: their getter of the frame callback returns a reference it does not own.)
+without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` (by the id of its
+``__dict__``) until ``nn.Module.__init__`` has made its registries, and from then on in its
+``__dict__``, as a later call is: ``nn.Module.__init__`` reads ``self.call_super_init`` last, once
+they exist (torch 2.0 to 2.15), and every autoreg class answers through ``_SuperInit``, which
+puts the mark there and registers what was pending. Compiled code reads the mark alone, with a
+guard (``_state.is_building_compiled``), and nothing of the process's. (Asking dynamo whether a
+compiled function runs, to keep the mark in the ``__dict__`` elsewhere, crashed torch 2.6 and 2.7:
+their getter of the frame callback returns a reference it does not own.)
 """
 
 from __future__ import annotations
@@ -42,7 +46,13 @@ from ._messages.contract import INHERITED_INIT_UNDER_A_DECORATOR
 from ._record import ClassRecord
 from ._state import CONSTRUCTING, PENDING, Building, is_building, is_building_compiled
 
-__all__ = ["CONSTRUCTION_METHODS", "finalize", "made_again_from", "prepare"]
+__all__ = [
+    "CONSTRUCTION_METHODS",
+    "answer_call_super_init",
+    "finalize",
+    "made_again_from",
+    "prepare",
+]
 
 CONSTRUCTION_METHODS: Final = frozenset(
     (
@@ -99,6 +109,47 @@ def _inherited_init_left(cls: type) -> bool:
                 hook in klass.__dict__ for hook in _GENERATED_INIT_HOOKS
             )
     return False
+
+
+def answer_call_super_init(cls: type) -> None:
+    """Make the ``call_super_init`` that instances of the new autoreg class ``cls`` read a
+    ``_SuperInit`` holding the class's own answer (the first in its MRO: the class statement's, a
+    base's, nn.Module's False), unless the answer it inherits is one already."""
+    for klass in cls.__mro__:
+        if "call_super_init" in klass.__dict__:
+            answer = klass.__dict__["call_super_init"]
+            if type(answer) is not _SuperInit:
+                setattr(cls, "call_super_init", _SuperInit(answer))  # noqa: B010 - a descriptor
+            return
+
+
+class _SuperInit:
+    """``call_super_init`` on an autoreg class: its own answer, to the class and to an instance.
+    ``nn.Module.__init__`` reads it from the instance three times, the last once it has made the
+    registries (torch 2.0 to 2.15): then the tensors assigned before it are registered
+    (``PENDING``), and a construction that began before it (``_state.EARLY``) puts its mark in the
+    ``__dict__``, where compiled code reads it. A class whose ``call_super_init`` is set after its
+    statement answers the plain value: what was pending is registered when the construction
+    returns, and only eager code reads that construction's mark (design.md's limits)."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def __get__(self, instance: object, owner: type | None = None) -> object:
+        if instance is not None:
+            d = instance.__dict__
+            if "_modules" in d:  # the registries made: nn.Module.__init__'s last read
+                if PENDING in d:
+                    register_pending(instance)  # type: ignore[arg-type]
+                early_ids = _state.EARLY
+                if early_ids and CONSTRUCTING not in d and id(d) in early_ids:
+                    d[CONSTRUCTING] = Building(d)  # taken away with the call (construct)
+        return self.answer
+
+    def __repr__(self) -> str:
+        return repr(self.answer)
 
 
 def made_again_from(cls: type, old: type) -> None:
@@ -201,13 +252,13 @@ def _constructing(method: Any, name: str, inherited_by: type | None = None) -> C
                 if early in early_ids:  # an inner call: the outermost marks
                     return call(self, *args, **kwargs)
                 early_ids.add(early)
-                any_early = _state.ANY_EARLY
-                any_early[0] = True
                 try:
                     result = call(self, *args, **kwargs)
                 finally:
                     early_ids.discard(early)
-                    any_early[0] = bool(early_ids)
+                    mark = d.pop(CONSTRUCTING, None)  # put there by _SuperInit
+                    if type(mark) is Building and mark.owner is d:
+                        mark.owner = None  # copies made meanwhile that hold it are not being built
             else:
                 building = is_building_compiled(self) if is_compiling() else is_building(d)
                 if building or (early_ids and id(d) in early_ids):  # an inner call

@@ -20,7 +20,6 @@ registration hook, no ``register_buffer`` override (looked up live: accelerate p
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Final
 
 import torch
@@ -45,11 +44,10 @@ from ._facts import (
 )
 from ._facts import is_compiling as _is_compiling
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, CARRIED, MODEL, PENDING, SUPER_INIT, role_key
+from ._state import BUFFER, CARRIED, MODEL, PENDING, role_key
 
 __all__ = [
     "execute",
-    "is_when_built",
     "next_setattr",
     "register",
     "register_pending",
@@ -113,8 +111,6 @@ def execute(
             object.__setattr__(module, name, value)
             d = module.__dict__
             d[PENDING] = {**d.get(PENDING, {}), name: decision}  # replaced: see _state
-            if SUPER_INIT not in d:
-                d[SUPER_INIT] = _WhenBuilt(module)
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:
@@ -156,8 +152,6 @@ def register_pending(module: nn.Module) -> None:
     """Register the tensors assigned before nn.Module.__init__ ran, if it has run (else they stay
     plain attributes, as in nn.Module), and forget them."""
     d = module.__dict__
-    if type(d.get(SUPER_INIT)) is _WhenBuilt:
-        del d[SUPER_INIT]
     pending: dict[str, Decision] | None = d.pop(PENDING, None)
     if not pending or "_buffers" not in d:
         return
@@ -165,42 +159,6 @@ def register_pending(module: nn.Module) -> None:
         value = d.get(name)
         if isinstance(value, torch.Tensor) and not value.requires_grad:
             register(module, name, value, decision)
-
-
-def is_when_built(value: object) -> bool:
-    """Whether ``value`` is what ``execute`` put in an instance as ``call_super_init``."""
-    return type(value) is _WhenBuilt
-
-
-class _WhenBuilt:
-    """Put in an instance's ``__dict__`` as ``call_super_init`` while tensors assigned before
-    nn.Module.__init__ wait to be registered. nn.Module.__init__ reads ``self.call_super_init``
-    for its truth last, once its registries exist (torch 2.0 to 2.15): that is when they can be
-    buffers, and they are registered then, before the rest of the construction method runs. If
-    it is never asked, construction's end registers them (``_construction``).
-
-    Its answer is the class's own, except that nn.Module then calls ``object.__init__`` with the
-    arguments it was given, where the class's own answer is False and ``object`` comes next in the
-    MRO: nn.Module's first check, that it was given no arguments, skipped while this stood in the
-    instance (``is False``), is made by ``object.__init__`` instead (a TypeError either way)."""
-
-    __slots__ = ("module",)
-
-    def __init__(self, module: nn.Module) -> None:
-        # Weakly: the instance holds this, and a construction that raises before
-        # nn.Module.__init__ must free the instance (and its tensors) at once, as nn.Module does.
-        self.module = weakref.ref(module)
-
-    def __bool__(self) -> bool:
-        module = self.module()
-        if module is None:  # (nn.Module.__init__ asks while it runs on the instance)
-            return False
-        register_pending(module)
-        cls = type(module)
-        if cls.call_super_init:
-            return True
-        mro = cls.__mro__
-        return mro[mro.index(nn.Module) + 1] is object
 
 
 def _store(module: nn.Module, name: str, value: Any, kind: Kind, registry: Registry | None) -> None:

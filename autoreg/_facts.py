@@ -36,11 +36,9 @@ from ._attribution import (
     compiled_attribution,
     constant_result,
     inlined_codes,
-    traced_instance,
 )
 from ._record import CACHE_LIMIT, ClassRecord
 from ._state import (
-    ANY_EARLY,
     CARRIED,
     CONSTRUCTING,
     EARLY,
@@ -151,8 +149,7 @@ HELD: Final = (TENSOR, GRAD_LEAF, GRAD_RESULT, COMPLEX, CONTAINER)  # what .to()
 #   role          the name's role (``_state.role_key``), or None
 #   registry      where nn.Module keeps the name (``Registry``), or None
 #   constructing  whether the module is being built (``_construction``); False for a name a
-#                 registry holds (rows 1 to 3 decide it, and read neither this nor what follows);
-#                 None when compiled code cannot tell (``compiled_building``)
+#                 registry holds (rows 1 to 3 decide it, and read neither this nor what follows)
 #   slot          why the name cannot hold a buffer (``slot_kind``), or None
 #   derived       whether it is the weight prune / weight_norm / spectral_norm derive; None when
 #                 that cannot be told (compiled code, before the utility's hook exists)
@@ -249,18 +246,15 @@ def situation(
                     if compiling or not from_setattr or is_compiling()
                     else id(_assigner(sys._getframe(2), record)) in _UTILITY_WRITES
                 )
-    constructing: bool | None
-    if compiled is not None:
+    constructing: bool
+    if compiled is not None:  # (nothing outside the instance: dynamo would guard on it)
         constructing = registry is UNBUILT or is_building_compiled(compiled)
-        if not constructing and kind in TENSORS:  # the one kind it decides
-            early = compiled_building(record.cls)  # read while dynamo traces
-            # read in compiled code, where dynamo guards it
-            constructing = ANY_EARLY[0] if early == NOTHING_EARLY else cast("bool | None", early)
     else:
         constructing = (
             registry is UNBUILT
             or (CONSTRUCTING in d and is_building(d))  # a call only when marked
-            or (id(d) in EARLY if EARLY else False)  # _construction says why
+            # a class whose call_super_init was set after its statement (_construction)
+            or (id(d) in EARLY if EARLY else False)
         )
     if constructing and kind is TENSOR and value.dtype.is_complex:  # type: ignore[attr-defined]
         kind = COMPLEX
@@ -316,35 +310,6 @@ def compiled_slot(cls: type, name: str) -> str | None:
     code (the property torch's parametrizations add to the class they make)."""
     record: ClassRecord = cls.__autoreg__  # type: ignore[attr-defined]
     return slot_kind(record.namespaces, name)
-
-
-# compiled_building's answer when no construction marked in EARLY runs
-NOTHING_EARLY: Final = "nothing early"
-
-
-@constant_result
-def compiled_building(cls: type) -> bool | str | None:
-    """Whether the instance of ``cls`` that an assignment dynamo is tracing is being built by a
-    construction method that began before ``nn.Module.__init__`` ran, which marks it outside its
-    ``__dict__`` (``_state.EARLY``): called by dynamo while it traces, never at run time (its
-    answer is a constant of the compiled code, without a guard: one on ``EARLY`` would recompile
-    for every instance built). ``NOTHING_EARLY`` when no such construction runs: the compiled
-    code then reads ``_state.ANY_EARLY`` (False), which dynamo guards, and is traced again when
-    it runs inside such a construction (a function compiled on its own, traced on a built module,
-    that an ``__init__`` calls). False when the instance dynamo traces is read and is not being
-    built (another module's ``__init__`` calling a compiled forward): no guard, so that the
-    forward is not traced again once that construction returns; its code, reused for an instance
-    being built by another construction marked in ``EARLY`` meanwhile, is wrong (design.md's
-    limits). None otherwise: compiled code cannot tell, and the assignment is left to eager code,
-    which can (a graph break where the store would be the twin's buffer). Dynamo traces a
-    construction it runs whole inside the compiled function without ever filling ``EARLY``:
-    there the mark is in the ``__dict__``."""
-    if not EARLY:
-        return NOTHING_EARLY
-    module = traced_instance(cls.__autoreg__)  # type: ignore[attr-defined]
-    if isinstance(module, nn.Module) and id(module.__dict__) not in EARLY:
-        return False
-    return None
 
 
 @constant_result

@@ -44,11 +44,17 @@ import torch
 from torch import nn
 
 from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
-from ._construction import CONSTRUCTION_METHODS, finalize, made_again_from, prepare
+from ._construction import (
+    CONSTRUCTION_METHODS,
+    answer_call_super_init,
+    finalize,
+    made_again_from,
+    prepare,
+)
 from ._contract import EXPLICIT_ROW, OTHER_ROW, REGISTER, REGISTERED, STORE, Decision, decide
 from ._declarations import Declaration, defining_namespace
 from ._enforce import enforce
-from ._execute import execute, is_when_built, register, unregister
+from ._execute import execute, register, unregister
 from ._export import refuse_while_exporting
 from ._facts import (
     BUFFERS,
@@ -86,7 +92,6 @@ from ._state import (
     OWN_KEYS,
     PENDING,
     PICKLED,
-    SUPER_INIT,
     UNDECIDED,
     role_key,
 )
@@ -122,6 +127,11 @@ class AutoRegisterMixin(_MixinBase):
 
     __autoreg__: ClassVar[ClassRecord]
 
+    # What an instance reads under _state.CONSTRUCTING where its __dict__ holds no mark of a
+    # construction: compiled code reads the mark with getattr, which thus runs no __getattr__
+    # (_state.is_building_compiled).
+    _autoreg_constructing: ClassVar[None] = None
+
     def __init_subclass__(
         cls,
         *,
@@ -152,10 +162,9 @@ class AutoRegisterMixin(_MixinBase):
             role_at = role_key(name)
             role = d.get(role_at)
             s = situation(record, d, name, value, role, self)
-            if s[2] is UNDECIDED or s[4] is None:
-                # Row 4 cannot tell here, and warn or strict mode says so, or whether the module
-                # is being built cannot be told here: read eagerly (from the frames, from
-                # _state.EARLY), a graph break, as a warning is
+            if s[2] is UNDECIDED:
+                # Row 4 cannot tell here, and warn or strict mode says so: read eagerly (from the
+                # frames), a graph break, as a warning is
                 past_dynamo(AutoRegisterMixin.__setattr__, self, name, value)
                 return
             if (
@@ -319,8 +328,6 @@ class AutoRegisterMixin(_MixinBase):
             return state
         for key in _CONSTRUCTION_KEYS:
             state.pop(key, None)
-        if is_when_built(state.get(SUPER_INIT)):
-            del state[SUPER_INIT]
         for key in deleted_roles(state):
             del state[key]  # the role of a name deleted (__delattr__): new to the copy
         if CARRYING in state:  # a list of its own (carry() adds in place), never UNLISTED, of
@@ -343,7 +350,7 @@ class AutoRegisterMixin(_MixinBase):
             return
         pickled = PICKLED in state or any(str(key).startswith(OWN_KEYS) for key in state)
         legacy = state.get(LEGACY_ROLES)  # autoreg 0.1 kept every role in one dict
-        state = {k: v for k, v in state.items() if k not in _NOT_RESTORED and not is_when_built(v)}
+        state = {k: v for k, v in state.items() if k not in _NOT_RESTORED}
         super().__setstate__(state)  # type: ignore[no-untyped-call]
         d = self.__dict__
         names = d.get(CARRYING)
@@ -373,6 +380,7 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
+    answer_call_super_init(cls)
     made_again = _made_again(cls)
     if made_again is not None:  # that statement's keywords (this one set none)
         own = made_again.own

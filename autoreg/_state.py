@@ -37,14 +37,14 @@ roles say which names are carried, and eager code makes the dict again from them
 it (``_carry.listed``); copies and pickles never hold ``UNLISTED``.
 
 ``CONSTRUCTING`` holds a ``Building`` mark while one of the instance's construction methods runs,
-when that method began after ``nn.Module.__init__`` (``reset_buffers()``, ``configure_model()``);
-one that began before it (nearly every ``__init__``) marks the instance in ``EARLY`` instead,
-outside the ``__dict__``. The mark names the ``__dict__`` it was put in, for as long as the call
+from the time ``nn.Module.__init__`` has made the registries: a method that began before it
+(nearly every ``__init__``) marks the instance in ``EARLY`` until then, outside the ``__dict__``
+(``_construction`` says why). The mark names the ``__dict__`` it was put in, for as long as the call
 runs: a copy that bypassed autoreg's hooks during that call (a class's own ``__copy__``, or a
 ``__setstate__`` that updates ``__dict__``) holds the original's mark, or a copy of it, and is not
 being built. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to be
-registered (with ``SUPER_INIT``, which registers them as soon as nn.Module.__init__ has made its
-registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
+registered (``_construction._SuperInit`` registers them as soon as nn.Module.__init__ has made
+its registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
 ``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
 pickled before its class used autoreg.
 """
@@ -56,7 +56,6 @@ from typing import Final
 from torch import nn
 
 __all__ = [
-    "ANY_EARLY",
     "BUFFER",
     "CARRIED",
     "CARRYING",
@@ -71,7 +70,6 @@ __all__ = [
     "PENDING",
     "PICKLED",
     "ROLE",
-    "SUPER_INIT",
     "SWEEP_AT",
     "UNLISTED",
     "Building",
@@ -91,8 +89,6 @@ PENDING: Final = "_autoreg_pending"  # {name: decision}
 PICKLED: Final = "_autoreg_pickled"  # in a pickle of an autoreg instance, popped on loading
 LEGACY_ROLES: Final = "_autoreg_owned"  # {name: role}: autoreg 0.1's record, in old pickles
 OWN_KEYS: Final = "_autoreg"  # every key autoreg keeps starts with it
-# nn.Module's own name, which autoreg holds in an instance while PENDING does (_execute says why)
-SUPER_INIT: Final = "call_super_init"
 
 # Roles. Strings, so that pickles of every autoreg version load.
 BUFFER: Final = "buffer"
@@ -112,10 +108,6 @@ MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica", "__clas
 # ran, by the id of their (then empty) __dict__: nothing may be put in that dict first
 # (``_construction`` says why). An entry lives while that call runs.
 EARLY: Final[set[int]] = set()
-# Whether EARLY holds any instance: all of it that compiled code reads, where dynamo guards it (on a
-# set, dynamo guards its contents, and would trace again for every instance built; here, only when
-# the first such construction begins or the last returns). A list, changed in place.
-ANY_EARLY: Final[list[bool]] = [False]
 
 
 def role_key(name: str) -> str:
@@ -160,19 +152,13 @@ def is_building(d: dict[str, object]) -> bool:
 
 def is_building_compiled(module: nn.Module) -> bool:
     """``is_building`` inside code dynamo compiles: whether the instance holds the mark of a
-    construction method whose call runs. Where the class's ``__getattr__`` is nn.Module's, the
-    mark is read by ``getattr``, which dynamo guards when the attribute is absent too (a key
-    absent from a ``__dict__`` it reads it does not guard: code traced on a built module was
-    reused inside ``reset_buffers()``); a ``__getattr__`` of the model's is not run for it (it
-    may print, raise or break the graph): the ``__dict__`` is read, without that guard
-    (design.md's limits). Whose call, not asked: dynamo before torch 2.12 answers ``is`` between
-    two dicts read from different places as False (a copy holding the mark of a call that still
-    runs is then taken for the instance built)."""
-    if type(module).__getattr__ is _MODULE_GETATTR:  # a fact of the class, folded by dynamo
-        mark = getattr(module, CONSTRUCTING, None)
-    else:
-        mark = module.__dict__.get(CONSTRUCTING)
+    construction method whose call runs. The mark is read by ``getattr``, which finds the
+    class's ``None`` (``AutoRegisterMixin``) where the ``__dict__`` holds none, and which dynamo
+    guards when the instance holds none too (a key absent from a ``__dict__`` it reads it does not
+    guard: code traced on a built module was reused inside ``reset_buffers()``); no
+    ``__getattr__`` of the model's runs for it (one may print, raise or break the graph). Whose
+    call, not asked: dynamo before torch 2.12 answers ``is`` between two dicts read from
+    different places as False (a copy holding the mark of a call that still runs is then taken
+    for the instance built)."""
+    mark = getattr(module, CONSTRUCTING, None)
     return type(mark) is Building and mark.owner is not None
-
-
-_MODULE_GETATTR: Final = nn.Module.__getattr__

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
+import pickle
 import threading
 import traceback
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from torch.nn.modules.module import register_module_buffer_registration_hook
 
 import autoreg
 from autoreg._construction import CONSTRUCTION_METHODS
+from autoreg._state import CONSTRUCTING, PENDING
 from tests.support import role
 
 
@@ -838,3 +841,98 @@ def test_a_register_buffer_override_put_on_a_class_after_its_first_instance_is_c
     Late.register_buffer = register_buffer  # type: ignore[method-assign]
     Late()
     assert calls == ["table"]
+
+
+# nn.Module.__init__ reads ``self.call_super_init`` three times, the last once its registries
+# exist: autoreg marks a construction that began before it there (_construction). The class's own
+# answer must stay the twin's wherever it is set.
+
+
+class _Tail:
+    """After nn.Module in the MRO: what ``call_super_init = True`` hands the arguments to."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.given = (args, kwargs)
+
+
+class _CooperativeBase(nn.Module, _Tail):
+    call_super_init = True
+
+
+def _cooperative_init(self: nn.Module) -> None:
+    nn.Module.__init__(self, 1, size=2)
+    self.table = torch.ones(2)
+
+
+@pytest.mark.parametrize(
+    "define",
+    ["class statement", "framework base", "after the statement"],
+)
+def test_call_super_init_is_the_classs_own_answer_and_init_builds_as_the_twins(
+    define: str,
+) -> None:
+    """``call_super_init = True`` in the class statement, on a framework base, or set on the
+    class after its statement: nn.Module.__init__ hands its arguments on as it does for the twin,
+    the class and the instance read the class's own answer, and a tensor assigned after
+    ``nn.Module.__init__`` is a buffer."""
+    bases: tuple[type, ...]
+    namespace: dict[str, Any] = {"__init__": _cooperative_init}
+    if define == "framework base":
+        bases = (_CooperativeBase,)
+    else:
+        bases = (nn.Module, _Tail)
+        if define == "class statement":
+            namespace["call_super_init"] = True
+    auto = type("Auto", (autoreg.AutoRegisterMixin, *bases), dict(namespace))
+    twin = type("Twin", bases, dict(namespace))
+    if define == "after the statement":
+        auto.call_super_init = True
+        twin.call_super_init = True
+    assert auto.call_super_init is True
+    m, t = auto(), twin()
+    assert m.call_super_init is True
+    assert m.given == t.given == ((1,), {"size": 2})
+    assert role(m, "table") == "non-persistent buffer"
+    assert m.double().table.dtype == torch.float64
+
+
+@pytest.mark.parametrize("given", [{"size": 2}, {}], ids=["keyword", "positional"])
+def test_nn_modules_refusal_of_arguments_is_the_twins(given: dict[str, int]) -> None:
+    """``super().__init__(...)`` with arguments where ``call_super_init`` is False: nn.Module's
+    own ``TypeError``, word for word (nn.Module checks ``self.call_super_init is False``)."""
+
+    def init(self: nn.Module) -> None:
+        nn.Module.__init__(self, **given) if given else nn.Module.__init__(self, 2)
+
+    messages = []
+    for bases in ((autoreg.Module,), (nn.Module,)):
+        cls = type("Net", bases, {"__init__": init})
+        with pytest.raises(TypeError) as raised:
+            cls()
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert autoreg.Module.call_super_init is False
+
+
+_COPIES: list[nn.Module] = []
+
+
+class CopiedWhileBuilt(autoreg.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.ones(2)
+        _COPIES.extend([copy.copy(self), copy.deepcopy(self), pickle.loads(pickle.dumps(self))])
+
+
+def test_call_super_init_leaves_the_instances_and_its_copies_as_the_twins() -> None:
+    """Nothing autoreg uses to tell when nn.Module.__init__ has made its registries is left in
+    the instance, nor in a copy or a pickle made during its construction, which are built."""
+    _COPIES.clear()
+    net = CopiedWhileBuilt()
+    for module in (net, *_COPIES):
+        assert "call_super_init" not in vars(module)
+        assert CONSTRUCTING not in vars(module)
+        assert PENDING not in vars(module)
+        assert role(module, "table") == "non-persistent buffer"
+        module.late = torch.ones(1)  # built: carried, not a buffer
+        assert role(module, "late") == "carried"
