@@ -1607,6 +1607,13 @@ def test_a_function_compiled_on_its_own_that_init_calls_gives_the_twins_buffers(
         assert module.double().table.dtype == torch.float64
 
 
+@pytest.mark.xfail(
+    torch.__version__ < "2.12",
+    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    raises=torch._dynamo.exc.Unsupported,
+    reason="dynamo before torch 2.12 cannot trace the registration's store into the module's "
+    "__dict__ (as for reset_buffers() below)",
+)
 def test_with_fullgraph_a_compiled_function_that_init_calls_compiles_as_the_twins() -> None:
     """The test above with ``fullgraph=True``: compiled, as a plain module's store is, and a
     buffer (until 2026-12-08 dynamo raised its ``Unsupported``: compiled code could not read the
