@@ -7,8 +7,9 @@ is put before, diffusers' ``ConfigMixin``, which is no nn.Module) and every func
 packages those bases' code lives in (pyro's ``to_pyro_module_``): a package is the directory tree
 under the top-level package of a code object's file, torch's and autoreg's excepted, and never one
 where a model class's functions were written beside its statement (their globals are the
-statement's): a framework's function the class holds, or a framework's factory that ran the
-statement, does not make the framework's package the model's.
+statement's), or where a module's code ran its statement (``class Net(AutoRegisterMixin, Net):
+pass``, a migration in place): a framework's function the class holds, or a framework's factory
+that ran the statement in a function, does not make the framework's package the model's.
 
 A function is found through what wraps it (``__wrapped__``, ``functools.partial``,
 ``partialmethod``, static and class methods, property accessors, a decorator's closure, what a
@@ -353,6 +354,9 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
             side = MODEL
             namespace = record.globals_of(klass)
             written = namespace.maps[-1] if isinstance(namespace, ChainMap) else namespace
+            statement = record.statement_file_of(klass)
+            if statement is not None:  # written in a module's code (a factory's leaves none)
+                files[MODEL].add(statement)
         elif klass in record.framework_classes:
             side = FRAMEWORK
         else:
@@ -365,9 +369,10 @@ def judge_codes(record: ClassRecord) -> dict[int, tuple[types.CodeType, str]]:
                 if side == MODEL and code.co_filename.startswith(_LIBRARIES):
                     continue  # torch's or autoreg's code set on a model class tells nothing
                 # A model class's package is where its functions were written beside its
-                # statement (their globals are the statement's): not that of a framework's
-                # function it holds, nor of a framework's factory that ran its statement. For a
-                # class autoreg did not see made (a plain mixin): where each was written.
+                # statement (their globals are the statement's), and where a module's code ran
+                # the statement (above): not that of a framework's function it holds, nor of a
+                # framework's factory that ran its statement. For a class autoreg did not see
+                # made (a plain mixin): where each was written.
                 if side == FRAMEWORK or written is None or function.__globals__ is written:
                     files[side].add(code.co_filename)
                 verdict = told

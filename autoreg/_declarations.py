@@ -51,7 +51,7 @@ __all__ = [
     "Plain",
     "annotation_globals",
     "buffer_declarations",
-    "defining_namespace",
+    "defining_statement",
     "own_annotations",
     "read_declarations",
 ]
@@ -92,7 +92,7 @@ def read_declarations(
 
     ``declares(klass)`` tells whether the annotations of ``klass``, a class in ``cls.__mro__``,
     count; ``globals_of(klass)``, the global namespace its class statement ran in, if known
-    (``defining_namespace``). Subclasses override their bases, and re-annotating a name with a
+    (``defining_statement``). Subclasses override their bases, and re-annotating a name with a
     non-tensor type undeclares it.
     """
     found: dict[str, Declaration | None] = {}
@@ -128,7 +128,9 @@ def buffer_declarations(klass: type) -> tuple[str, ...]:
     )
 
 
-def defining_namespace(cls: type, frame: FrameType | None) -> Mapping[str, Any] | None:
+def defining_statement(
+    cls: type, frame: FrameType | None
+) -> tuple[Mapping[str, Any] | None, str | None]:
     """Where the string annotations of ``cls`` resolve: the global namespace of the code whose
     class statement (or ``type()`` call) is creating ``cls``, from ``frame`` (the caller of an
     ``__init_subclass__``) up - the first frame that runs neither autoreg's code, Python's own
@@ -136,7 +138,22 @@ def defining_namespace(cls: type, frame: FrameType | None) -> Mapping[str, Any] 
     of ``cls`` nor a method of its metaclass, known by the identity of their code - which
     ``cls.__module__`` need not name (a library's public path); with, over it, the locals of
     that code that the annotations name, when it is a function's (``import autoreg as ar`` in a
-    factory: ``"ar.Persistent"``), as Python resolves a name in a class body there."""
+    factory: ``"ar.Persistent"``), as Python resolves a name in a class body there.
+
+    With it, the file of that code when it is a module's (or a class body's in one), not a
+    function's (a factory's): row 4 reads the package of a model class written there as the
+    model's; None otherwise."""
+    found = _statement_frame(cls, frame)
+    if found is None:
+        return None, None
+    at_module_level = not found.f_code.co_flags & inspect.CO_NEWLOCALS
+    return _namespace_of(cls, found), found.f_code.co_filename if at_module_level else None
+
+
+def _statement_frame(cls: type, frame: FrameType | None) -> FrameType | None:
+    """The frame whose code runs the class statement (or ``type()`` call) creating ``cls``:
+    ``frame`` or the first of its callers that runs none of the code ``defining_statement``
+    passes."""
     skipped: set[int] = set()  # the ids of the code passed (the functions hold it)
     methods = [(klass, "__init_subclass__") for klass in cls.__mro__]
     for klass in inspect.getmro(type(cls)):  # what runs between the statement and those
@@ -152,8 +169,11 @@ def defining_namespace(cls: type, frame: FrameType | None) -> Mapping[str, Any] 
         id(frame.f_code) in skipped or _passed_by(frame.f_code.co_filename)
     ):
         frame = frame.f_back
-    if frame is None:
-        return None
+    return frame
+
+
+def _namespace_of(cls: type, frame: FrameType) -> Mapping[str, Any]:
+    """The globals ``frame`` runs in, with the locals the string annotations of ``cls`` name."""
     namespace = frame.f_globals
     names = _names_in(own_annotations(cls).values())
     if names:

@@ -52,7 +52,7 @@ from ._construction import (
     prepare,
 )
 from ._contract import EXPLICIT_ROW, OTHER_ROW, REGISTER, REGISTERED, STORE, Decision, decide
-from ._declarations import Declaration, defining_namespace
+from ._declarations import Declaration, defining_statement
 from ._enforce import enforce
 from ._execute import execute, register, unregister
 from ._export import refuse_while_exporting
@@ -399,8 +399,13 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
             return
     # The globals the class statement ran in (for a class made again, the first statement's: this
     # caller is the decorator).
-    namespace = made_again.namespace if made_again is not None else defining_namespace(cls, caller)
+    namespace, statement_file = (
+        (made_again.namespace, made_again.statement_file)
+        if made_again is not None
+        else defining_statement(cls, caller)
+    )
     record = create_record(cls, AutoRegisterMixin, keywords, namespace=namespace)
+    record.statement_file = statement_file
     cls.__autoreg__ = record  # type: ignore[attr-defined]
     prepare(cls)
     if made_again is not None:

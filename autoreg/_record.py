@@ -78,6 +78,7 @@ class ClassRecord:
         "shipped",
         "slots",
         "stated",
+        "statement_file",
         "strict_by",
         "warned",
     )
@@ -92,10 +93,14 @@ class ClassRecord:
         """The record of ``cls``, read from the class and its MRO (a plain subclass's is derived
         from its base's: ``subclass``). ``own``: the keywords its class statement set itself;
         ``namespace``: the globals the statement ran in, where its string annotations resolve
-        (``_declarations.defining_namespace``)."""
+        (``_declarations.defining_statement``)."""
         self.cls = cls
         self.mixin = mixin
         self.namespace = namespace
+        # The file of a module whose code ran the class statement (not a function's: a factory's),
+        # set by the mixin (_declarations.defining_statement); row 4 reads its package as the
+        # model's (_attribution.judge_codes).
+        self.statement_file: str | None = None
         # For a class made again from a pickle: the globals its plain mixins' annotations name,
         # by mixin (``__reduce__``); their own modules may not be the ones they were written in.
         self.shipped: Mapping[type, Mapping[str, Any]] = {}
@@ -155,6 +160,7 @@ class ClassRecord:
         record.cls = cls
         record.mixin = self.mixin
         record.namespace = namespace
+        record.statement_file = None
         record.shipped = {}
         record.own = own
         if own:
@@ -223,6 +229,15 @@ class ClassRecord:
             return self.namespace
         record = vars(klass).get("__autoreg__")
         return record.namespace if isinstance(record, ClassRecord) else self.shipped.get(klass)
+
+    def statement_file_of(self, klass: type) -> str | None:
+        """The file of the module whose code ran the class statement of ``klass``, a class of the
+        MRO, where autoreg saw it (this class, or another autoreg class); None for any other, and
+        for a statement a function ran."""
+        if klass is self.cls:
+            return self.statement_file
+        record = vars(klass).get("__autoreg__")
+        return record.statement_file if isinstance(record, ClassRecord) else None
 
     def finalize(self) -> None:
         """Read the class again, now that the module defining it is done: its annotations

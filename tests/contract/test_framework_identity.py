@@ -595,6 +595,72 @@ FRAMEWORK_BASES = pytest.mark.parametrize(
 )
 
 
+_PROJECT_PACKAGE = {
+    "models.py": """
+        import torch
+        import autoreg
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(2, 2)
+
+            def forward(self, x):
+                self.base_state = x.detach()
+                return self.lin(x)
+
+
+        class Net(autoreg.AutoRegisterMixin, Net):  # migrated in place: no function of its own
+            pass
+        """,
+    "train.py": """
+        def step(model, x):
+            model.ema = x.mean(0)  # the project's training step, outside the classes
+            return model(x)
+        """,
+}
+
+
+@pytest.fixture
+def project_package(tmp_path: Path) -> Iterator[dict[str, ModuleType]]:
+    """A project's own package (``models.py``, ``train.py``), on sys.path for the test."""
+    name = f"project_{uuid.uuid4().hex}"
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for file, source in _PROJECT_PACKAGE.items():
+        (package / file).write_text(textwrap.dedent(source))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield {
+            file[:-3]: __import__(f"{name}.{file[:-3]}", fromlist=["_"])
+            for file in _PROJECT_PACKAGE
+        }
+    finally:
+        sys.path.remove(str(tmp_path))
+        for key in [k for k in sys.modules if k == name or k.startswith(f"{name}.")]:
+            del sys.modules[key]
+
+
+def test_a_class_migrated_in_place_in_a_package_leaves_the_package_the_models(
+    project_package: dict[str, ModuleType],
+) -> None:
+    """``class Net(autoreg.AutoRegisterMixin, Net): pass``, written in a module of the project's
+    own package: the package is the model's, as where the class has a function of its own, and
+    the state the project's training step stores is carried (a framework's factory, which runs
+    a class statement in a function, leaves its package the framework's: the test below). It
+    was a plain attribute, which ``.double()`` left in float32: the package of the original
+    ``Net``, a framework base, was the framework's (found by 2026-12-07's seventh round; it was
+    so at 926ac6e, carried at edac01d)."""
+    model = project_package["models"].Net()
+    project_package["train"].step(model, torch.ones(3, 2))
+    assert role(model, "base_state") == "plain"  # the original Net's own: row 4
+    assert role(model, "ema") == "carried"
+    assert model.double().ema.dtype == torch.float64
+
+
 @FRAMEWORK_BASES
 @pytest.mark.parametrize("held", ["staticmethod", "partial", "method"])
 def test_a_framework_function_the_model_holds_leaves_the_framework_its_package(
