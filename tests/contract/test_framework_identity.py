@@ -644,8 +644,9 @@ def project_package(tmp_path: Path) -> Iterator[dict[str, ModuleType]]:
             del sys.modules[key]
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_a_class_migrated_in_place_in_a_package_leaves_the_package_the_models(
-    project_package: dict[str, ModuleType],
+    project_package: dict[str, ModuleType], compiled: bool
 ) -> None:
     """``class Net(autoreg.AutoRegisterMixin, Net): pass``, written in a module of the project's
     own package: the package is the model's, as where the class has a function of its own, and
@@ -655,7 +656,11 @@ def test_a_class_migrated_in_place_in_a_package_leaves_the_package_the_models(
     ``Net``, a framework base, was the framework's (found by 2026-12-07's seventh round; it was
     so at 926ac6e, carried at edac01d)."""
     model = project_package["models"].Net()
-    project_package["train"].step(model, torch.ones(3, 2))
+    step = project_package["train"].step
+    if compiled:
+        torch._dynamo.reset()
+        step = torch.compile(step, backend="eager", fullgraph=True)
+    step(model, torch.ones(3, 2))
     assert role(model, "base_state") == "plain"  # the original Net's own: row 4
     assert role(model, "ema") == "carried"
     assert model.double().ema.dtype == torch.float64
