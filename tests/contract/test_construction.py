@@ -936,3 +936,47 @@ def test_call_super_init_leaves_the_instances_and_its_copies_as_the_twins() -> N
         assert role(module, "table") == "non-persistent buffer"
         module.late = torch.ones(1)  # built: carried, not a buffer
         assert role(module, "late") == "carried"
+
+
+class _FinishingBase(autoreg.Module, persistent=True):
+    """A base whose ``__init_subclass__`` runs ``finish()`` after each subclass's ``__init__``,
+    set on the class after calling ``super().__init_subclass__()``, when autoreg has wrapped the
+    ``__init__`` it replaces."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def finishing(self: nn.Module, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            self.finish()  # type: ignore[operator]
+
+        cls.__init__ = finishing  # type: ignore[misc]
+
+
+class _Finished(_FinishingBase):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def finish(self) -> None:
+        self.table = torch.ones(2)  # in the __init__ call the class has: the twin's buffer
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="not mended (contract.md, 'When construction ends'): an __init__ a base's "
+    "__init_subclass__ sets after calling super().__init_subclass__() is not wrapped",
+)
+def test_an_init_a_bases_init_subclass_sets_after_autoregs_is_construction() -> None:
+    """What an ``__init__`` set by a base's ``__init_subclass__`` assigns after the one autoreg
+    wrapped returns: a buffer, in a ``persistent=True`` class's ``state_dict``, as on the twin
+    (measured: carried, and ``state_dict`` lacks ``table``; with ``super().__init_subclass__()``
+    called last, a buffer)."""
+    module = _Finished()
+    assert role(module, "table") == "persistent buffer"
+    assert "table" in module.state_dict()
