@@ -102,7 +102,10 @@ def _marker() -> Callable[[types.CodeType], object] | None:
 
 def _defined_codes(module: types.ModuleType) -> Iterator[types.CodeType]:
     """The code objects of the functions and methods ``module`` defines, and those nested in
-    them (lambdas, comprehensions, inner functions: constants of their code)."""
+    them (lambdas, comprehensions, inner functions: constants of their code); written in
+    autoreg's files only: a class ``module`` defines holds code Python shares with every program
+    (a named tuple's ``_make``, an enum's ``__new__``, ``contextlib``'s ``helper`` behind a
+    ``@contextmanager``), which is not autoreg's to mark."""
     name = module.__name__
     for value in list(vars(module).values()):
         if getattr(value, "__module__", None) != name:
@@ -119,8 +122,9 @@ def _defined_codes(module: types.ModuleType) -> Iterator[types.CodeType]:
                 pending = [code] if isinstance(code, types.CodeType) else []
                 while pending:
                     code = pending.pop()
-                    yield code
-                    pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+                    if code.co_filename.startswith(AUTOREG_DIR):
+                        yield code
+                        pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
 
 
 def is_library(filename: str) -> bool:

@@ -2286,3 +2286,71 @@ def test_a_construction_that_returns_holding_anothers_mark_leaves_the_other_bein
     torch._dynamo.reset()
     built = _BuildingOneThatTakesItsDict(torch.compile(_fill, backend="eager"))
     assert role(built, "table") == "non-persistent buffer"
+
+
+def test_modules_built_in_two_threads_at_once_give_compiled_stores_buffers() -> None:
+    """Constructions beginning and ending in two threads at once, each calling a function
+    compiled on its own that assigns a tensor: every one a buffer, as eagerly (compiled code reads
+    each instance's own mark; a flag of the process's, which it read until 2026-12-08, could be
+    stored stale by one thread over another's, found by 2026-12-08's adversarial round)."""
+    torch._dynamo.reset()
+    fill = torch.compile(_fill, backend="eager")
+    fill(FilledByAFunction())  # traced while none is being built
+    built: list[nn.Module] = []
+
+    def build() -> None:
+        for _ in range(40):
+            built.append(FilledByAFunction(fill))
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(built) == 80
+    assert {role(module, "table") for module in built} == {"non-persistent buffer"}
+
+
+def test_a_module_built_in_the_same_thread_while_a_construction_marks_itself_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module built in the same thread while a construction marks itself in ``_state.EARLY``
+    (a signal handler, a ``__del__`` that the marking runs): built as any, a buffer, and the
+    outer one too, and nothing left marked after both (a lock around the marking would wait for
+    itself: 2026-12-08's adversarial round). Forced by a set whose ``add`` builds one."""
+    inner: list[nn.Module] = []
+    entered: list[bool] = []
+
+    class Reentering(set[int]):
+        def add(self, element: int) -> None:
+            set.add(self, element)
+            if not entered:
+                entered.append(True)
+                inner.append(FilledByAFunction(_fill))
+
+    reentering = Reentering()
+    monkeypatch.setattr(autoreg._state, "EARLY", reentering)
+    monkeypatch.setattr(autoreg._facts, "EARLY", reentering)
+    outer = FilledByAFunction(_fill)
+    assert role(inner[0], "table") == role(outer, "table") == "non-persistent buffer"
+    assert not reentering
+
+
+def test_autoreg_marks_its_own_code_for_dynamo_and_no_code_python_shares() -> None:
+    """What autoreg marks as code dynamo never compiles as a frame of its own is written in
+    autoreg's files: not the code Python shares with every program that its classes hold (a
+    named tuple's ``_make``, an enum's ``__new__``, ``contextlib``'s ``helper``), which user code
+    runs too (2026-12-08's adversarial round found those marked)."""
+    import contextlib as _contextlib
+
+    from autoreg import _frames
+    from autoreg._paths import AUTOREG_DIR
+
+    marked = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("autoreg.") and module is not None:  # (those loaded)
+            marked += _frames._defined_codes(module)
+    shared = {_contextlib.contextmanager(lambda: iter(())).__code__}  # contextlib's helper
+    assert marked
+    assert [c for c in marked if not c.co_filename.startswith(AUTOREG_DIR)] == []
+    assert shared.isdisjoint(marked)
