@@ -39,6 +39,7 @@ import dataclasses
 import sys
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Final
 
 import torch
@@ -110,11 +111,15 @@ class Calls(TorchFunctionMode):
     """Sees the forward's calls; keeps ``call``, the one running now."""
 
     def __init__(
-        self, tags: Tags, lines: Lines, run_device: torch.device, devices: dict[int, str]
+        self,
+        tags: Tags,
+        lines: Lines,
+        run_device: torch.device,
+        devices: dict[int, dict[int, str]],
     ) -> None:
         """``run_device``: where the copy runs (the CPU, or meta for a model built there);
-        ``devices``: the devices the copy's modules keep in attributes, by id, with the name of
-        the attribute (``self.device``)."""
+        ``devices``: the devices the copy's modules keep in attributes, by id, with the modules
+        that keep each, by id, and the name of the attribute (``self.device``)."""
         super().__init__()
         self.tags = tags
         self.lines = lines
@@ -250,8 +255,21 @@ class Calls(TorchFunctionMode):
         if device == MODEL_DEVICE:  # a copy of it: torch.device(x.device), str(x.device)
             return True, value, ""
         if device.type == "cpu":
-            return False, value, self.devices.get(id(value), "")
+            return False, value, self._keeper(self.devices.get(id(value), {}))
         return True, self.run_device, ""  # an accelerator: where a moved model is
+
+    @staticmethod
+    def _keeper(keepers: dict[int, str]) -> str:
+        """Of the modules that keep a device (every part of a model built from one config keeps
+        the same string), the attribute of the nearest on the stack: the code that used it."""
+        if len(keepers) > 1:
+            frame: FrameType | None = sys._getframe(2)
+            while frame is not None:
+                found = keepers.get(id(frame.f_locals.get("self")))
+                if found is not None:
+                    return found
+                frame = frame.f_back
+        return next(iter(keepers.values()), "")
 
     # --- the copy a GPU would make ----------------------------------------------------------------
 

@@ -273,17 +273,20 @@ def _keeps_its_device(model: nn.Module) -> bool:
     return False
 
 
-def devices_held(twin: nn.Module) -> dict[int, str]:
-    """The CPU devices the copy's modules keep in attributes (``self.device = "cpu"``), by id,
-    named ``Class.attribute``: a device fixed when the model was built. One that the copy's
-    ``.to(MODEL_DEVICE)`` set (``copy_model``: Lightning's ``_device``) follows the model."""
-    held: dict[int, str] = {}
+def devices_held(twin: nn.Module) -> dict[int, dict[int, str]]:
+    """The CPU devices the copy's modules keep in attributes (``self.device = "cpu"``), by id:
+    each module that keeps it, by id, with the name of its attribute, ``Class.attribute``: a
+    device fixed when the model was built (one config's string, often kept by every part). One
+    that the copy's ``.to(MODEL_DEVICE)`` set (``copy_model``: Lightning's ``_device``) follows
+    the model."""
+    held: dict[int, dict[int, str]] = {}
     for module in twin.modules():
         for name, value in vars(module).items():
             if isinstance(value, (torch.device, str)) and _cpu_device(value):
                 if isinstance(value, torch.device) and value == MODEL_DEVICE:
                     continue
-                held.setdefault(id(value), f"{type(module).__name__}.{name}")
+                keepers = held.setdefault(id(value), {})
+                keepers.setdefault(id(module), f"{type(module).__name__}.{name}")
     return held
 
 

@@ -290,3 +290,52 @@ def test_a_move_to_the_device_of_a_tensor_left_behind_is_that_tensors_stray() ->
     assert [(f.kind, f.attribute) for f in findings] == [("device", "grid")]
     assert not any("round trip" in f.fix for f in findings)
     assert autoreg.audit_forward(Gated(register=True), torch.randn(2, DIM)) == []
+
+
+class Bins:
+    """A plain object that makes its bins on the device it is handed (a distribution's)."""
+
+    def __init__(self, logits: torch.Tensor, device: str) -> None:
+        self.bins = torch.linspace(-1.0, 1.0, logits.shape[-1], device=device)
+        self.mean = (logits.softmax(-1) * self.bins).sum(-1)
+
+
+class Recurrent(nn.Module):
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        self.device_name = device
+        self.cell = nn.GRUCell(DIM, DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.cell(x)
+
+
+class BinnedHead(nn.Module):
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        self.device_name = device
+        self.linear = nn.Linear(DIM, DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return Bins(self.linear(x), device=self.device_name).mean
+
+
+class WorldModel(nn.Module):
+    """Each part keeps the device of one config (dreamerv3-torch's ``self._device``): the same
+    string object in each of them."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        super().__init__()
+        self.recurrent = Recurrent(device)
+        self.head = BinnedHead(device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.recurrent(x))
+
+
+def test_a_kept_device_is_named_in_the_module_whose_code_used_it() -> None:
+    """Before: the fix named ``Recurrent.device_name``, the first module that keeps the same
+    string, where the bins are made on ``BinnedHead``'s (through a plain object it calls)."""
+    [finding] = autoreg.audit_forward(WorldModel(), torch.ones(2, DIM), low_precision=None)
+    assert finding.source.startswith("self.bins = torch.linspace(")
+    assert finding.fix.startswith("BinnedHead.device_name is the device the model was built on")
