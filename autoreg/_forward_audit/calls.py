@@ -128,6 +128,9 @@ class Calls(TorchFunctionMode):
         self.call: Call | None = None
         # Told of each .numpy() of a tensor on the model's device: CUDA refuses it.
         self.on_numpy: Callable[[torch.Tensor], None] = lambda tensor: None
+        # Told of a cast the code wrote that returned its tensor as it is (``.float()`` of a
+        # float32 one); returns the tensor to go on with.
+        self.on_noop_cast: Callable[[torch.Tensor], torch.Tensor] = lambda tensor: tensor
         # Told of a convolution whose input and bias differ in floating dtype; returns the
         # arguments to run it with.
         self.on_bias_mix: Callable[[tuple[Any, ...], torch.Tensor], tuple[Any, ...]] = (
@@ -188,6 +191,8 @@ class Calls(TorchFunctionMode):
             self.call = outer
         if func in _MOVES and target is not None and isinstance(result, torch.Tensor):
             return self._moved(args[0], result, target, attribute, like, whose)
+        if func in _CASTS and like is None and not by_torch and result is args[0]:
+            return self.on_noop_cast(result)
         return result
 
     # --- where a call says its tensors go ---------------------------------------------------------

@@ -570,6 +570,25 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.tags.set(converted, Tag(self.tags.follows(tensor), self.tags.sites(tensor)))
         return (converted, *args[1:])
 
+    def noop_cast(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A cast the code wrote to the dtype ``tensor`` has already (``t.float()`` of float32
+        timesteps), which returns ``tensor`` itself: in the low-precision pass, a value of the
+        model's (an input, what it computed) in another dtype than the model's has this line's
+        dtype from here, on purpose, as where the cast converts; what gave it that dtype before
+        (the caller's float32 timesteps) no longer decides it. The pass goes on with a copy,
+        as where the cast converts."""
+        if self.devices or not floating(tensor) or tensor.dtype == self.dtype:
+            return tensor
+        if not self.tags.follows(tensor):
+            return tensor
+        with torch._C.DisableTorchFunction():
+            copy = tensor.clone()
+        kept = tuple(site for site in self.tags.sites(tensor) if site.host)
+        cast = self.lines.site("cast", dtype=tensor.dtype, island=True, written=True)
+        sites = merged([kept, (cast,)]) or ()
+        self.tags.set(copy, Tag(True, sites, self.tags.pending(tensor)))
+        return copy
+
     def numpy(self, tensor: torch.Tensor) -> None:
         """``.numpy()`` of ``tensor``, on the model's device: a device finding at that line."""
         if not self.devices:

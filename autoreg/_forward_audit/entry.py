@@ -170,6 +170,7 @@ def _run(
     audit = Audit(lines, tags, calls, stranded, dtype, records, values, dims, devices=low is None)
     calls.on_numpy = audit.numpy
     calls.on_bias_mix = audit.bias_mix
+    calls.on_noop_cast = audit.noop_cast
     stores = StoreWatch(twin) if low is None else None
     run: Step = twin if step is None else functools.partial(step, twin)
     try:

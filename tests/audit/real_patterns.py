@@ -997,3 +997,36 @@ class RoundedNoise(nn.Module):
             self.levels.reshape(1, -1, 1),
         )
         return near.argmin(2).flatten()
+
+
+# --- a denoiser that casts its timesteps to float32 itself, sampled with float timesteps (DDIM) --
+
+
+def step_phases(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Timesteps times frequencies, in float32 whatever dtype the timesteps come in."""
+    half = dim // 2
+    freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(1e4) / (half - 1)))
+    return t.float()[:, None] * freqs.to(t.device)[None, :]  # stray: dtype
+
+
+class FloatSteps(nn.Module):
+    """A denoiser whose forward casts the timesteps to float32 itself (``timesteps.float()``):
+    in a bfloat16 model the float32 embedding meets its Linear there, whatever the caller's
+    timesteps are."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.dim = dim
+        self.mlp = nn.Linear(dim, 4)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        phases = step_phases(t, self.dim)
+        return x + self.mlp(torch.cat([phases.sin(), phases.cos()], dim=1))
+
+
+def float_steps_sample(model: FloatSteps, x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """A sampler that passes its timesteps as floats made without ``dtype=`` (DDIM's
+    ``(torch.ones(n) * i).to(x.device)``), and indexes a table with them: the forward's own cast
+    decides their dtype, and made in bfloat16 the step 999 would be 1000, one past the table."""
+    t = (torch.ones(x.shape[0]) * 999).to(x.device)
+    return model(x, t) * table[t.long()][:, None]

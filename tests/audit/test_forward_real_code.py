@@ -757,3 +757,17 @@ def test_a_tensor_torchs_code_makes_where_it_was_not_told_is_the_callers_stray()
         ("device", "mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])"),
         ("dtype", "mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])"),
     }
+
+
+def test_a_cast_the_forward_writes_decides_the_dtype_even_where_it_changes_nothing() -> None:
+    """DDIM's sampler passes float32 timesteps, and its denoiser casts them with
+    ``timesteps.float()``, a cast that changes nothing in float32: the audit blamed the sampler's
+    ``torch.ones(n) * i`` with ``.to(x)``, which does not stop the float32 embedding from
+    meeting the bfloat16 Linear and makes the step 999 a bfloat16 1000, one past the table it
+    indexes. The line that writes the cast is the one reported, as when the timesteps come in
+    the model's dtype."""
+    x, table = torch.randn(2, 4), torch.rand(1000)
+    in_the_models_dtype = autoreg.audit_forward(rp.FloatSteps(), x, torch.tensor([999.0, 3.0]))
+    sampled = autoreg.audit_forward(rp.FloatSteps(), x, table, step=rp.float_steps_sample)
+    assert found(in_the_models_dtype) == found(sampled) == marked(rp.step_phases)
+    assert torch.tensor(999.0).to(torch.bfloat16).long() == len(table)
