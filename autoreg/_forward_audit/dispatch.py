@@ -16,6 +16,7 @@ Findings are recorded once per kind and site, as ``Record``s (``fixes`` words th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from types import FrameType
@@ -493,7 +494,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # and makes no stray of a tensor computed with a dimensioned one (torch's sdpa turns
             # a bool mask into a float one with where(mask, scalar_tensor(0), scalar_tensor(-inf)))
             pending = self._held.union(*(self.tags.pending(t) for t in sources))
-            sites = merged(self.tags.sites(t) for t in sources if t.dim())
+            sites = merged(self._joined(sources, new[0]))
             if sites is None:
                 sites = merged(self.tags.sites(t) for t in sources)
             if floating(new[0]) and not any(floating(t) for t in tensors):
@@ -506,6 +507,28 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 sites = merged([sites, (computed,)])
         for out in new:
             self.tags.set(out, Tag(follows or out.device.type != "cpu", sites or (), pending))
+
+    def _joined(self, sources: list[torch.Tensor], result: torch.Tensor) -> list[tuple[Site, ...]]:
+        """The sites of the dimensioned ``sources``; where one of them is a cast on purpose in
+        the dtype of ``result`` (``t.float()`` times float32 frequencies), that cast decides the
+        dtype: the others' sites in it are marked ``joined``, whose fix is to convert where the
+        computation meets the model, not to give them the model's dtype, which changes nothing
+        (the cast stays) and would round them (frequencies that timesteps to 999 multiply)."""
+        dimensioned = [t for t in sources if t.dim()]
+        dtype = result.dtype
+        if not floating(result) or not any(
+            floating(t) and t.dtype == dtype and self._island(t) for t in dimensioned
+        ):
+            return [self.tags.sites(t) for t in dimensioned]
+        return [
+            tuple(
+                dataclasses.replace(site, joined=True)
+                if site.dtype == dtype and not (site.island or site.internal)
+                else site
+                for site in self.tags.sites(t)
+            )
+            for t in dimensioned
+        ]
 
     def _cast(self, source: torch.Tensor, dtype: torch.dtype) -> Site:
         """The site of a cast of ``source``: torch's own inside another operation; precision on

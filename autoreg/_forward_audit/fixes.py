@@ -36,6 +36,7 @@ from .._messages.audits import (
     FIX_DTYPE_WRITTEN,
     FIX_ENTERED,
     FIX_HELD,
+    FIX_JOINED,
     FIX_MOVED,
     FIX_NO_REFERENCE,
     FIX_NO_REFERENCE_DTYPE,
@@ -168,6 +169,9 @@ def _fix(group: list[Record]) -> str:
         if site.attribute.kind == "tensor":
             return FIX_ATTRIBUTE.format(path=path, fix=site.attribute.fix)
         return FIX_HELD.format(path=path, fix=site.attribute.fix)
+    if kinds == {"dtype"} and site.joined:
+        entry = next(e for e in group if e.kind == "dtype")
+        return FIX_JOINED.format(stray=dtype_name(entry.dtype), op=_met_at(entry))
     if kinds == {"dtype"} and (not ref or site.origin == "computed"):
         # converted where it meets the model: where the code holds none of the model's tensors,
         # the one place it can be; for floats computed from integers, the one place it loses

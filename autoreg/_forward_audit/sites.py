@@ -54,6 +54,7 @@ class Site:
     host: bool = False  # made on the default device: it stays there when the model moves
     entered: bool = False  # made before forward: a global, a closure's, a plain attribute
     island: bool = False  # a cast of the model's own floating values: precision on purpose
+    joined: bool = False  # computed with such a cast, in its dtype: the cast decides the dtype
     internal: bool = False  # a cast inside an operation (sdpa, autocast): torch's, not a stray
     copied_back: bool = False  # a copy of the model's values to the CPU
     random: str = ""  # the random factory that drew it: new at every call, no constant

@@ -193,6 +193,14 @@ FIX_COMPUTED_NO_REFERENCE: Final = (
     "model, at {op}: .to(<a tensor of the model there>.dtype)"
 )
 
+# A tensor computed with a cast on purpose, in its dtype (frequencies times ``t.float()``): the
+# cast decides the dtype; the tensor in the model's dtype changes nothing and loses precision.
+FIX_JOINED: Final = (
+    "computed with a cast to {stray} on purpose, which gives the result {stray} whatever its "
+    "own dtype: keep it {stray}, and convert the result where it meets the model, at {op}: "
+    ".to(<a tensor of the model there>.dtype)"
+)
+
 FIX_NO_REFERENCE_DTYPE: Final = (
     "the code here holds none of the model's tensors: convert what it gives where it meets the "
     "model, at {op}: .to(<a tensor of the model there>.dtype)"

@@ -1030,3 +1030,20 @@ def float_steps_sample(model: FloatSteps, x: torch.Tensor, table: torch.Tensor) 
     decides their dtype, and made in bfloat16 the step 999 would be 1000, one past the table."""
     t = (torch.ones(x.shape[0]) * 999).to(x.device)
     return model(x, t) * table[t.long()][:, None]
+
+
+class SplitPhases(nn.Module):
+    """The frequencies moved on a line of their own (``freqs.to(device=t.device)``, DDIM's and
+    guided-diffusion's embeddings), then multiplied by the timesteps cast to float32 on purpose:
+    the cast decides the dtype of the phases, whatever the frequencies' is."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.mlp = nn.Linear(dim, 4)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        half = self.mlp.in_features // 2
+        freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(1e4) / (half - 1)))
+        freqs = freqs.to(device=t.device)  # stray: dtype
+        phases = t.float()[:, None] * freqs[None, :]  # stray: dtype
+        return self.mlp(torch.cat([phases.sin(), phases.cos()], dim=1))

@@ -771,3 +771,24 @@ def test_a_cast_the_forward_writes_decides_the_dtype_even_where_it_changes_nothi
     sampled = autoreg.audit_forward(rp.FloatSteps(), x, table, step=rp.float_steps_sample)
     assert found(in_the_models_dtype) == found(sampled) == marked(rp.step_phases)
     assert torch.tensor(999.0).to(torch.bfloat16).long() == len(table)
+
+
+def test_what_a_cast_on_purpose_computes_with_is_told_to_convert_where_it_meets_the_model() -> None:
+    """The frequencies, float32 beside the float32 cast of the timesteps, were told ``.to(t)``:
+    the cast keeps the phases float32 whatever their dtype (the Linear still refuses them),
+    and frequencies rounded to bfloat16 move the phase of the step 999 by more than half a
+    radian.
+    Both lines are reported, with the fix that works: convert where the embedding meets the
+    Linear."""
+    t = torch.tensor([999.0, 3.0])
+    findings = autoreg.audit_forward(rp.SplitPhases(), t)
+    assert found(findings) == marked(rp.SplitPhases)
+    [freqs] = [f for f in findings if f.source.startswith("freqs = freqs.to(")]
+    assert freqs.fix == (
+        "computed with a cast to float32 on purpose, which gives the result float32 whatever its "
+        f"own dtype: keep it float32, and convert the result where it meets the model, at addmm "
+        f"(line {freqs.op_lineno}): .to(<a tensor of the model there>.dtype)"
+    )
+    freqs32 = torch.exp(torch.arange(8, dtype=torch.float32) * -(math.log(1e4) / 7))
+    rounded = freqs32.to(torch.bfloat16).float()
+    assert (999 * (freqs32 - rounded)).abs().max() > 0.5
