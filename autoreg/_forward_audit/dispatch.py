@@ -597,9 +597,10 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         """A cast the code wrote to the dtype ``tensor`` has already (``t.float()`` of float32
         timesteps), which returns ``tensor`` itself: in the low-precision pass, a value of the
         model's (an input, what it computed) in another dtype than the model's has this line's
-        dtype from here, on purpose, as where the cast converts; what gave it that dtype before
-        (the caller's float32 timesteps) no longer decides it. The pass goes on with a copy,
-        as where the cast converts."""
+        dtype from here, as where the cast converts; what gave it that dtype before (the
+        caller's float32 timesteps) no longer decides it, the cast would keep it. No cast of the
+        model's own values in its dtype, it is no precision on purpose (``_cast``): a promotion
+        it makes is reported. The pass goes on with a copy, as where the cast converts."""
         if self.devices or not floating(tensor) or tensor.dtype == self.dtype:
             return tensor
         if not self.tags.follows(tensor):
@@ -607,7 +608,7 @@ class Audit(TorchDispatchMode):  # type: ignore[no-untyped-call]
         with torch._C.DisableTorchFunction():
             copy = tensor.clone()
         kept = tuple(site for site in self.tags.sites(tensor) if site.host)
-        cast = self.lines.site("cast", dtype=tensor.dtype, island=True, written=True)
+        cast = self.lines.site("cast", dtype=tensor.dtype, written=True)
         sites = merged([kept, (cast,)]) or ()
         self.tags.set(copy, Tag(True, sites, self.tags.pending(tensor)))
         return copy

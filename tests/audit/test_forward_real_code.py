@@ -792,3 +792,22 @@ def test_what_a_cast_on_purpose_computes_with_is_told_to_convert_where_it_meets_
     freqs32 = torch.exp(torch.arange(8, dtype=torch.float32) * -(math.log(1e4) / 7))
     rounded = freqs32.to(torch.bfloat16).float()
     assert (999 * (freqs32 - rounded)).abs().max() > 0.5
+
+
+class _MovedThenCast(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = torch.linspace(0.0, 1.0, 4).to(x.device).float()
+        return self.lin(x) * scale
+
+
+def test_a_cast_that_changes_nothing_is_no_precision_on_purpose() -> None:
+    """A float32 table moved to the model's device, then ``.float()``, which returns it as it is:
+    its line is still reported where it promotes the bfloat16 output (it is no cast of the
+    model's own values), and the fix is to the cast, which ``.to(x)`` alone would not undo."""
+    [finding] = autoreg.audit_forward(_MovedThenCast(), torch.randn(2, 4))
+    assert finding.source == "scale = torch.linspace(0.0, 1.0, 4).to(x.device).float()"
+    assert finding.fix == "cast to x.dtype, not to float32: .to(x.dtype)"
