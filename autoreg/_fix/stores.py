@@ -605,6 +605,9 @@ def other_value(
         if found is not None:
             return (node, None) if found not in takes else None
         if isinstance(node, cst.IfExp):
+            for branch, when in ((node.body, True), (node.orelse, False)):
+                if _is_checked(branch, _builtin_check(node.test), when):
+                    return branch, None  # the name as it is: a str there, whatever its default
             checked = _tensor_check(node.test, torch_names)  # a name proven a tensor, or not
             body = None if _is_checked(node.body, checked, True) else other(node.body, names)
             if body is not None or _is_checked(node.orelse, checked, False):
@@ -722,6 +725,25 @@ def _tensor_check(test: cst.BaseExpression, torch_names: frozenset[str]) -> tupl
         return None
     head, _, last = dotted(call.args[1].value).partition(".")
     if head not in torch_names or last != "Tensor":
+        return None
+    return call.args[0].value.value, not negated  # type: ignore[attr-defined]
+
+
+_BUILTINS: Final = frozenset({"str", "bytes", "int", "float", "bool", "list", "tuple", "dict"})
+
+
+def _builtin_check(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """``(name, True)`` for ``isinstance(name, str)`` (or another builtin type that is no
+    tensor), ``(name, False)`` for its negation: in the branch it guards, the name stores such
+    a value whatever its default is (dreamerv3-torch's ``std if isinstance(std, str) else
+    torch.tensor(...)``, whose default 1.0 takes the other branch); None for any other test."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+    if not isinstance(call, cst.Call) or not m.matches(
+        call, m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name()), m.Arg(m.Name())])
+    ):
+        return None
+    if call.args[1].value.value not in _BUILTINS:  # type: ignore[attr-defined]
         return None
     return call.args[0].value.value, not negated  # type: ignore[attr-defined]
 

@@ -418,6 +418,27 @@ def build():
 """
 
 
+# dreamerv3-torch's MLP: a string option ("learned") or a number made a tensor.
+STRING_OR_TENSOR = """
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, std=1.0):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.std = std if isinstance(std, str) else torch.tensor((std,))
+
+    def forward(self, x):
+        return self.linear(x) * self.std
+
+
+def build():
+    return Head(), (torch.randn(2, 4),)
+"""
+
+
 def _line(source: str, text: str) -> int:
     return [line.strip() for line in source.splitlines()].index(text) + 1
 
@@ -581,6 +602,14 @@ LISTED = [
         "2.0 (the default of shift)",
         [],
         id="a-check-against-another-class-named-tensor",
+    ),
+    pytest.param(
+        STRING_OR_TENSOR,
+        "self.std = std if isinstance(std, str) else torch.tensor((std,))",
+        "Head.std",
+        "std",  # was "1.0 (the default of std)", which takes the tensor branch
+        [],
+        id="a-branch-taken-only-for-a-string",
     ),
 ]
 
