@@ -1078,9 +1078,9 @@ def test_a_tensor_functional_call_swaps_in_under_a_new_name_is_torchs(
 
 @pytest.mark.xfail(
     torch.__version__ < "2.8",
-    strict=False,  # measured on 2.5.1, 2.8, 2.11, 2.13 and 2.15: 2.6 and 2.7 are not known
-    reason="dynamo 2.5 traces functional_call's deletion of the name as a store through the "
-    "module's __setattr__, which it cannot trace on an autoreg module (2 frames, not 1)",
+    strict=False,  # measured on every version from 2.5.1 to 2.15.0 (2.6.0 and 2.7.1 fail too)
+    reason="dynamo 2.5 to 2.7 traces functional_call's deletion of the name as a store through "
+    "the module's __setattr__, which it cannot trace on an autoreg module (2 frames, not 1)",
 )
 @pytest.mark.parametrize(
     "mode", [{}, {"warn": True}, {"strict": True}], ids=["register", "warn", "strict"]

@@ -994,8 +994,8 @@ _BLOCK_PAIRS = pytest.mark.parametrize(
             id="del then store",
             marks=pytest.mark.xfail(
                 torch.__version__ < "2.8",
-                strict=False,  # measured on 2.5.1; 2.6 and 2.7 are not known
-                reason="not mended (compatibility.md): dynamo 2.5 cannot trace autoreg's "
+                strict=False,  # fails on 2.5.1, 2.6.0 and 2.7.1 (measured 2026-12-08)
+                reason="not mended (compatibility.md): dynamo 2.5 to 2.7 cannot trace autoreg's "
                 "__delattr__ then a store in a submodule with fullgraph=True (DeletedVariable "
                 "has no type), where it compiles the twin's",
             ),
