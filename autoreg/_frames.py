@@ -73,8 +73,8 @@ def skip_as_dynamo_frames(modules: Iterable[types.ModuleType]) -> None:
 
 def skip_as_dynamo_frame(code: types.CodeType) -> None:
     """Mark ``code`` as ``skip_as_dynamo_frames`` does, through torch's C API, which imports no
-    dynamo: ``set_code_exec_strategy`` (the frame skipped, its callees as they are; torch 2.13
-    and 2.15), or ``skip_code`` (torch 2.5); where neither is there, nothing is marked, and the
+    dynamo: ``set_code_exec_strategy`` (the frame skipped, its callees as they are; torch 2.7
+    on), or ``skip_code`` (torch 2.5 and 2.6); where neither is there, nothing is marked, and the
     frames are compiled as before."""
     mark = _marker()
     if mark is not None:
