@@ -380,7 +380,7 @@ _ROOTS = pytest.mark.parametrize("root", [lambda m: m, nn.Sequential], ids=["alo
 
 
 @pytest.mark.xfail(
-    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    strict=True,  # measured on every version from 2.5.1 to 2.15.0
     reason="not mended (design.md's limits): pruning the list of carried names forgets the mark "
     "of a name deleted, which compiled code guards on (every del recompiled before d2fa2e3)",
 )
@@ -430,7 +430,7 @@ class ReadingTwin(SteppedTwin):
 
 
 @pytest.mark.xfail(
-    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    strict=True,  # measured on every version from 2.5.1 to 2.15.0
     reason="not mended: dynamo does not guard a key absent from the twin's __dict__, so the "
     "twin's frame traced without h is reused with h = 3; autoreg guards on the mark (3 against 2)",
 )
@@ -475,7 +475,7 @@ class Logged(autoreg.AutoRegisterMixin, _Logging):
 
 
 @pytest.mark.xfail(
-    strict=True,  # measured on 2.5.1, 2.13 and 2.15
+    strict=True,  # measured on every version from 2.5.1 to 2.15.0
     reason="not mended (compatibility.md): dynamo does not guard a key absent from __dict__, so "
     "compiled code traced before the framework's store writes the model's mark over its role",
 )
