@@ -18,26 +18,30 @@ A call that begins before ``nn.Module.__init__`` has run (``super().__init__()``
 nearly every ``__init__``) writes nothing into the still empty ``__dict__``: torch reads a module
 whose ``__dict__`` is empty as not yet initialized, and dynamo, meeting one being built inside a
 compiled function, traces it as such; one holding autoreg's mark alone it traced as a built module
-without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` (by the id of its
-``__dict__``) until ``nn.Module.__init__`` has made its registries, and from then on in its
-``__dict__``, as a later call is: ``nn.Module.__init__`` reads ``self.call_super_init`` last, once
-they exist (torch 2.0 to 2.15), and every autoreg class answers through ``_SuperInit``, which
-puts the mark there and registers what was pending. Compiled code reads the mark alone, with a
-guard (``_state.is_building_compiled``), and nothing of the process's. (Asking dynamo whether a
-compiled function runs, to keep the mark in the ``__dict__`` elsewhere, crashed torch 2.6 and 2.7:
-their getter of the frame callback returns a reference it does not own.)
+without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` (its
+``__dict__``, by its id) for as long as the call runs, which eager code reads; and, once dynamo
+has traced an assignment to an autoreg module in the process (``marks_for_compiled_code``), in
+its ``__dict__`` too, as a later call is, from the time ``nn.Module.__init__`` has made the
+registries: ``nn.Module.__init__`` reads ``self.call_super_init`` last, once they exist (torch 2.0
+to 2.15), and the class answers through ``_SuperInit``, which puts the mark there. Compiled code
+reads the mark alone, with a guard (``_state.is_building_compiled``), and nothing of the
+process's. (Asking dynamo whether a compiled function runs, to keep the mark in the ``__dict__``
+elsewhere, crashed torch 2.6 and 2.7: their getter of the frame callback returns a reference it
+does not own.)
 """
 
 from __future__ import annotations
 
 import functools
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
 from torch import nn
 
 from . import _state
+from ._attribution import constant_result
 from ._errors import ClassDefinitionError
 from ._execute import register_pending
 from ._facts import is_compiling
@@ -49,8 +53,10 @@ from ._state import CONSTRUCTING, PENDING, Building, is_building, is_building_co
 __all__ = [
     "CONSTRUCTION_METHODS",
     "answer_call_super_init",
+    "compiled_marks",
     "finalize",
     "made_again_from",
+    "marks_for_compiled_code",
     "prepare",
 ]
 
@@ -72,7 +78,9 @@ def prepare(cls: type) -> None:
     """Wrap the construction methods a new autoreg class defines; a class without an ``__init__``
     of its own gets a wrapper of the one it inherits from a framework base (whose code may call a
     method of the model that assigns: ``nn.Module.__init__`` assigns nothing, and is not), unless
-    a decorator writes it, or wrote it with wrapped hooks (``_inherited_init_left``)."""
+    a decorator writes it, or wrote it with wrapped hooks (``_inherited_init_left``). A class
+    whose construction may begin before ``nn.Module.__init__`` then answers ``call_super_init``
+    (``_SuperInit``); one that inherits ``nn.Module.__init__`` alone pays nothing for it."""
     for method in CONSTRUCTION_METHODS:
         function = cls.__dict__.get(method)
         inherited = False
@@ -88,6 +96,46 @@ def prepare(cls: type) -> None:
             if inherited:
                 setattr(wrapper, _INHERITED, True)  # checked by ``finalize``
             setattr(cls, method, wrapper)
+    if any(getattr(getattr(cls, method, None), _MARK, False) for method in _BEGIN_EARLY):
+        if _ANSWERING[0]:
+            answer_call_super_init(cls)
+        else:
+            _WAITING.add(cls)
+
+
+# The construction methods whose call may begin before nn.Module.__init__ has run.
+_BEGIN_EARLY: Final = ("__init__", "__post_init__", "__attrs_pre_init__", "__attrs_post_init__")
+# Whether classes answer call_super_init (``_SuperInit``): from the first assignment dynamo traces
+# on an autoreg module (``marks_for_compiled_code``); the classes that will then.
+_ANSWERING: Final[list[bool]] = [False]
+_WAITING: Final[weakref.WeakSet[type]] = weakref.WeakSet()
+
+
+@constant_result
+def compiled_marks(cls: type) -> bool:
+    """``marks_for_compiled_code()``, for an assignment to an instance of ``cls`` that dynamo is
+    tracing: called by dynamo while it traces, never at run time. True."""
+    marks_for_compiled_code()
+    return True
+
+
+def marks_for_compiled_code() -> None:
+    """Have every construction that begins before ``nn.Module.__init__`` put its mark in the
+    ``__dict__`` once ``nn.Module.__init__`` has made the registries, where compiled code reads
+    it: called when dynamo first traces an assignment to an autoreg module (eager Python, while it
+    traces, before it reads a mark), and at once from then on. Until then nothing reads that mark
+    but eager code, which reads ``_state.EARLY``, and no construction pays for it (three Python
+    calls of ``_SuperInit`` in ``nn.Module.__init__``: +0.3 µs, 7 % of a module that registers
+    four tensors). The instances already past ``nn.Module.__init__`` are marked now."""
+    if _ANSWERING[0]:
+        return
+    _ANSWERING[0] = True
+    for cls in list(_WAITING):
+        answer_call_super_init(cls)
+    _WAITING.clear()
+    for d in list(_state.EARLY.values()):
+        if "_modules" in d and CONSTRUCTING not in d:
+            d[CONSTRUCTING] = Building(d)
 
 
 # The hooks of the __init__ that @dataclass and attrs write after the class statement, which
@@ -112,9 +160,12 @@ def _inherited_init_left(cls: type) -> bool:
 
 
 def answer_call_super_init(cls: type) -> None:
-    """Make the ``call_super_init`` that instances of the new autoreg class ``cls`` read a
+    """Make the ``call_super_init`` that instances of the autoreg class ``cls`` read a
     ``_SuperInit`` holding the class's own answer (the first in its MRO: the class statement's, a
-    base's, nn.Module's False), unless the answer it inherits is one already."""
+    base's, nn.Module's False), unless the answer it inherits is one already: when the class is
+    prepared, where its construction may begin before ``nn.Module.__init__``, and at the first
+    tensor assigned to an instance before ``nn.Module.__init__`` (``_execute``). Each read costs
+    a Python call (nn.Module.__init__ makes three)."""
     for klass in cls.__mro__:
         if "call_super_init" in klass.__dict__:
             answer = klass.__dict__["call_super_init"]
@@ -130,7 +181,8 @@ class _SuperInit:
     (``PENDING``), and a construction that began before it (``_state.EARLY``) puts its mark in the
     ``__dict__``, where compiled code reads it. A class whose ``call_super_init`` is set after its
     statement answers the plain value: what was pending is registered when the construction
-    returns, and only eager code reads that construction's mark (design.md's limits)."""
+    returns, and only eager code reads that construction's mark (design.md's limits). Put on a
+    class by ``answer_call_super_init``."""
 
     __slots__ = ("answer",)
 
@@ -251,11 +303,11 @@ def _constructing(method: Any, name: str, inherited_by: type | None = None) -> C
                 early = id(d)
                 if early in early_ids:  # an inner call: the outermost marks
                     return call(self, *args, **kwargs)
-                early_ids.add(early)
+                early_ids[early] = d
                 try:
                     result = call(self, *args, **kwargs)
                 finally:
-                    early_ids.discard(early)
+                    early_ids.pop(early, None)
                     mark = d.pop(CONSTRUCTING, None)  # put there by _SuperInit
                     if type(mark) is Building and mark.owner is d:
                         mark.owner = None  # copies made meanwhile that hold it are not being built

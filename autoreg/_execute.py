@@ -111,6 +111,9 @@ def execute(
             object.__setattr__(module, name, value)
             d = module.__dict__
             d[PENDING] = {**d.get(PENDING, {}), name: decision}  # replaced: see _state
+            from ._construction import answer_call_super_init  # (it imports this module)
+
+            answer_call_super_init(type(module))  # which registers them then
         else:
             register(module, name, value, decision)
     elif action is HAND_OVER:

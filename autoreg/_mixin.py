@@ -46,7 +46,7 @@ from torch import nn
 from ._carry import adopt, apply, carry, deleted_roles, listed, sweep
 from ._construction import (
     CONSTRUCTION_METHODS,
-    answer_call_super_init,
+    compiled_marks,
     finalize,
     made_again_from,
     prepare,
@@ -161,6 +161,7 @@ class AutoRegisterMixin(_MixinBase):
             # on them): the decision is made afresh (the class read while dynamo traces).
             role_at = role_key(name)
             role = d.get(role_at)
+            compiled_marks(cls)  # (before the mark is read)
             s = situation(record, d, name, value, role, self)
             if s[2] is UNDECIDED:
                 # Row 4 cannot tell here, and warn or strict mode says so: read eagerly (from the
@@ -380,7 +381,6 @@ def _set_up(cls: type, keywords: dict[str, bool | None], caller: types.FrameType
     """Make ``cls`` an autoreg class: its record, read from the class statement (run in the
     frame ``caller``, or one of its callers), and its construction methods wrapped."""
     record: ClassRecord
-    answer_call_super_init(cls)
     made_again = _made_again(cls)
     if made_again is not None:  # that statement's keywords (this one set none)
         own = made_again.own

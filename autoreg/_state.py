@@ -105,9 +105,9 @@ UNDECIDED: Final = "undecided"
 MODULE_INTERNALS: Final = frozenset(vars(nn.Module())) | {"_is_replica", "__class__", "__dict__"}
 
 # The instances being built whose outermost construction method began before nn.Module.__init__
-# ran, by the id of their (then empty) __dict__: nothing may be put in that dict first
-# (``_construction`` says why). An entry lives while that call runs.
-EARLY: Final[set[int]] = set()
+# ran: their __dict__ by its id (then empty: nothing may be put in it first; ``_construction``
+# says why). An entry lives while that call runs.
+EARLY: Final[dict[int, dict[str, object]]] = {}
 
 
 def role_key(name: str) -> str:

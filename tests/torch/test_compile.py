@@ -2317,13 +2317,13 @@ def test_a_module_built_in_the_same_thread_while_a_construction_marks_itself_is_
     """A module built in the same thread while a construction marks itself in ``_state.EARLY``
     (a signal handler, a ``__del__`` that the marking runs): built as any, a buffer, and the
     outer one too, and nothing left marked after both (a lock around the marking would wait for
-    itself: 2026-12-08's adversarial round). Forced by a set whose ``add`` builds one."""
+    itself: 2026-12-08's adversarial round). Forced by a mapping whose store builds one."""
     inner: list[nn.Module] = []
     entered: list[bool] = []
 
-    class Reentering(set[int]):
-        def add(self, element: int) -> None:
-            set.add(self, element)
+    class Reentering(dict[int, dict[str, object]]):
+        def __setitem__(self, key: int, value: dict[str, object]) -> None:
+            dict.__setitem__(self, key, value)
             if not entered:
                 entered.append(True)
                 inner.append(FilledByAFunction(_fill))
@@ -2354,3 +2354,56 @@ def test_autoreg_marks_its_own_code_for_dynamo_and_no_code_python_shares() -> No
     assert marked
     assert [c for c in marked if not c.co_filename.startswith(AUTOREG_DIR)] == []
     assert shared.isdisjoint(marked)
+
+
+_FIRST_TRACE = """
+import json
+import torch
+import autoreg
+from tests.support import role
+
+class Filled(autoreg.Module):
+    def __init__(self, fill=None):
+        super().__init__()
+        if fill is not None:
+            fill(self)
+
+def _fill(module):
+    module.table = torch.ones(2)
+
+answers = [type(vars(Filled).get("call_super_init")).__name__]
+Filled()
+fill = torch.compile(_fill, backend="eager")
+first = Filled(fill)  # the first assignment dynamo traces in the process, in a construction
+answers.append(type(vars(Filled).get("call_super_init")).__name__)
+second = Filled(fill)
+built = Filled()
+fill(built)
+print(json.dumps([*answers, role(first, "table"), role(second, "table"), role(built, "table")]))
+"""
+
+
+def test_the_first_assignment_dynamo_traces_in_a_process_reads_constructions_as_eager_code() -> (
+    None
+):
+    """In a fresh process, nothing answers ``call_super_init`` for autoreg until dynamo traces an
+    assignment to an autoreg module (constructions pay nothing for compiled code that never
+    runs); the first such assignment, in a construction, and every one after, read it as eager
+    code does: buffers there, carried on a built module."""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", _FIRST_TRACE],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [
+        "NoneType",
+        "_SuperInit",
+        "non-persistent buffer",
+        "non-persistent buffer",
+        "carried",
+    ]
