@@ -253,7 +253,7 @@ def situation(
         constructing = (
             registry is UNBUILT
             or (CONSTRUCTING in d and is_building(d))  # a call only when marked
-            # a class whose call_super_init was set after its statement (_construction)
+            # begun before nn.Module.__init__: its mark may be outside (_construction)
             or (id(d) in EARLY if EARLY else False)
         )
     if constructing and kind is TENSOR and value.dtype.is_complex:  # type: ignore[attr-defined]

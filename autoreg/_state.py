@@ -37,14 +37,15 @@ roles say which names are carried, and eager code makes the dict again from them
 it (``_carry.listed``); copies and pickles never hold ``UNLISTED``.
 
 ``CONSTRUCTING`` holds a ``Building`` mark while one of the instance's construction methods runs,
-from the time ``nn.Module.__init__`` has made the registries: a method that began before it
-(nearly every ``__init__``) marks the instance in ``EARLY`` until then, outside the ``__dict__``
+from the time ``nn.Module.__init__`` has made the registries; a method that began before it (nearly
+every ``__init__``) marks the instance in ``EARLY``, outside the ``__dict__``, while it runs, and in
+the ``__dict__`` from that time only once dynamo has traced an assignment to an autoreg module
 (``_construction`` says why). The mark names the ``__dict__`` it was put in, for as long as the call
 runs: a copy that bypassed autoreg's hooks during that call (a class's own ``__copy__``, or a
 ``__setstate__`` that updates ``__dict__``) holds the original's mark, or a copy of it, and is not
 being built. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to be
-registered (``_construction._SuperInit`` registers them as soon as nn.Module.__init__ has made
-its registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
+registered (``_construction._SuperInit`` registers them as soon as nn.Module.__init__ has made its
+registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
 ``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
 pickled before its class used autoreg.
 """
