@@ -295,6 +295,11 @@ class AutoRegisterMixin(_MixinBase):
 
     def __delattr__(self, name: str) -> None:
         d = self.__dict__
+        if name == CONSTRUCTING:
+            # Dynamo 2.12 replays a construction method it traced whole as the deletion of its
+            # mark, the class attribute above taken for one the instance held: none to delete.
+            d.pop(CONSTRUCTING, None)
+            return
         key = type(self).__autoreg__.role_keys.get(name) or role_key(name)
         role = d.get(key)
         if role is None or role == CARRIED:
