@@ -18,16 +18,15 @@ A call that begins before ``nn.Module.__init__`` has run (``super().__init__()``
 nearly every ``__init__``) writes nothing into the still empty ``__dict__``: torch reads a module
 whose ``__dict__`` is empty as not yet initialized, and dynamo, meeting one being built inside a
 compiled function, traces it as such; one holding autoreg's mark alone it traced as a built module
-without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` (its
-``__dict__``, by its id) for as long as the call runs, which eager code reads; and, once dynamo
-has traced an assignment to an autoreg module in the process (``marks_for_compiled_code``), in
-its ``__dict__`` too, as a later call is, from the time ``nn.Module.__init__`` has made the
-registries: ``nn.Module.__init__`` reads ``self.call_super_init`` last, once they exist (torch 2.0
-to 2.15), and the class answers through ``_SuperInit``, which puts the mark there. Compiled code
-reads the mark alone, with a guard (``_state.is_building_compiled``), and nothing of the
-process's. (Asking dynamo whether a compiled function runs, to keep the mark in the ``__dict__``
-elsewhere, crashed torch 2.6 and 2.7: their getter of the frame callback returns a reference it
-does not own.)
+without ``_parameters``, and crashed. The instance is marked in ``_state.EARLY`` (its ``__dict__``,
+by its id) for as long as the call runs, which eager code reads; and, once dynamo has traced an
+assignment to an autoreg module in the process (``marks_for_compiled_code``), in its ``__dict__``
+too, as a later call is, from the time ``nn.Module.__init__`` has made the registries:
+``nn.Module.__init__`` reads ``self.call_super_init`` last, once they exist (torch 2.0 to 2.15), and
+the class answers through ``_execute._SuperInit``, which puts the mark there. Compiled code reads
+the mark alone, with a guard (``_state.is_building_compiled``), and nothing of the process's.
+(Asking dynamo whether a compiled function runs, to keep the mark in the ``__dict__`` elsewhere,
+crashed torch 2.6 and 2.7: their getter of the frame callback returns a reference it does not own.)
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from torch import nn
 from . import _state
 from ._attribution import constant_result
 from ._errors import ClassDefinitionError
-from ._execute import register_pending
+from ._execute import answer_call_super_init, register_pending
 from ._facts import is_compiling
 from ._frames import skip_as_dynamo_frame
 from ._messages.contract import INHERITED_INIT_UNDER_A_DECORATOR
@@ -52,7 +51,6 @@ from ._state import CONSTRUCTING, PENDING, Building, is_building, is_building_co
 
 __all__ = [
     "CONSTRUCTION_METHODS",
-    "answer_call_super_init",
     "compiled_marks",
     "finalize",
     "made_again_from",
@@ -157,51 +155,6 @@ def _inherited_init_left(cls: type) -> bool:
                 hook in klass.__dict__ for hook in _GENERATED_INIT_HOOKS
             )
     return False
-
-
-def answer_call_super_init(cls: type) -> None:
-    """Make the ``call_super_init`` that instances of the autoreg class ``cls`` read a
-    ``_SuperInit`` holding the class's own answer (the first in its MRO: the class statement's, a
-    base's, nn.Module's False), unless the answer it inherits is one already: when the class is
-    prepared, where its construction may begin before ``nn.Module.__init__``, and at the first
-    tensor assigned to an instance before ``nn.Module.__init__`` (``_execute``). Each read costs
-    a Python call (nn.Module.__init__ makes three)."""
-    for klass in cls.__mro__:
-        if "call_super_init" in klass.__dict__:
-            answer = klass.__dict__["call_super_init"]
-            if type(answer) is not _SuperInit:
-                setattr(cls, "call_super_init", _SuperInit(answer))  # noqa: B010 - a descriptor
-            return
-
-
-class _SuperInit:
-    """``call_super_init`` on an autoreg class: its own answer, to the class and to an instance.
-    ``nn.Module.__init__`` reads it from the instance three times, the last once it has made the
-    registries (torch 2.0 to 2.15): then the tensors assigned before it are registered
-    (``PENDING``), and a construction that began before it (``_state.EARLY``) puts its mark in the
-    ``__dict__``, where compiled code reads it. A class whose ``call_super_init`` is set after its
-    statement answers the plain value: what was pending is registered when the construction
-    returns, and only eager code reads that construction's mark (design.md's limits). Put on a
-    class by ``answer_call_super_init``."""
-
-    __slots__ = ("answer",)
-
-    def __init__(self, answer: object) -> None:
-        self.answer = answer
-
-    def __get__(self, instance: object, owner: type | None = None) -> object:
-        if instance is not None:
-            d = instance.__dict__
-            if "_modules" in d:  # the registries made: nn.Module.__init__'s last read
-                if PENDING in d:
-                    register_pending(instance)  # type: ignore[arg-type]
-                early_ids = _state.EARLY
-                if early_ids and CONSTRUCTING not in d and id(d) in early_ids:
-                    d[CONSTRUCTING] = Building(d)  # taken away with the call (construct)
-        return self.answer
-
-    def __repr__(self) -> str:
-        return repr(self.answer)
 
 
 def made_again_from(cls: type, old: type) -> None:

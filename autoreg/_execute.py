@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
+from . import _state
 from ._carry import carry
 from ._contract import HAND_OVER, REGISTER, STORE, Decision
 from ._export import refuse_while_exporting
@@ -44,9 +45,10 @@ from ._facts import (
 )
 from ._facts import is_compiling as _is_compiling
 from ._record import ClassRecord, record_of
-from ._state import BUFFER, CARRIED, MODEL, PENDING, role_key
+from ._state import BUFFER, CARRIED, CONSTRUCTING, MODEL, PENDING, Building, role_key
 
 __all__ = [
+    "answer_call_super_init",
     "execute",
     "next_setattr",
     "register",
@@ -111,8 +113,6 @@ def execute(
             object.__setattr__(module, name, value)
             d = module.__dict__
             d[PENDING] = {**d.get(PENDING, {}), name: decision}  # replaced: see _state
-            from ._construction import answer_call_super_init  # (it imports this module)
-
             answer_call_super_init(type(module))  # which registers them then
         else:
             register(module, name, value, decision)
@@ -162,6 +162,51 @@ def register_pending(module: nn.Module) -> None:
         value = d.get(name)
         if isinstance(value, torch.Tensor) and not value.requires_grad:
             register(module, name, value, decision)
+
+
+def answer_call_super_init(cls: type) -> None:
+    """Make the ``call_super_init`` that instances of the autoreg class ``cls`` read a
+    ``_SuperInit`` holding the class's own answer (the first in its MRO: the class statement's, a
+    base's, nn.Module's False), unless the answer it inherits is one already: when the class is
+    prepared, where its construction may begin before ``nn.Module.__init__``, and at the first
+    tensor assigned to an instance before ``nn.Module.__init__`` (``_execute``). Each read costs
+    a Python call (nn.Module.__init__ makes three)."""
+    for klass in cls.__mro__:
+        if "call_super_init" in klass.__dict__:
+            answer = klass.__dict__["call_super_init"]
+            if type(answer) is not _SuperInit:
+                setattr(cls, "call_super_init", _SuperInit(answer))  # noqa: B010 - a descriptor
+            return
+
+
+class _SuperInit:
+    """``call_super_init`` on an autoreg class: its own answer, to the class and to an instance.
+    ``nn.Module.__init__`` reads it from the instance three times, the last once it has made the
+    registries (torch 2.0 to 2.15): then the tensors assigned before it are registered
+    (``PENDING``), and a construction that began before it (``_state.EARLY``) puts its mark in the
+    ``__dict__``, where compiled code reads it. A class whose ``call_super_init`` is set after its
+    statement answers the plain value: what was pending is registered when the construction
+    returns, and only eager code reads that construction's mark (design.md's limits). Put on a
+    class by ``answer_call_super_init``; ``_construction`` says when."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def __get__(self, instance: object, owner: type | None = None) -> object:
+        if instance is not None:
+            d = instance.__dict__
+            if "_modules" in d:  # the registries made: nn.Module.__init__'s last read
+                if PENDING in d:
+                    register_pending(instance)  # type: ignore[arg-type]
+                early_ids = _state.EARLY
+                if early_ids and CONSTRUCTING not in d and id(d) in early_ids:
+                    d[CONSTRUCTING] = Building(d)  # taken away with the call (construct)
+        return self.answer
+
+    def __repr__(self) -> str:
+        return repr(self.answer)
 
 
 def _store(module: nn.Module, name: str, value: Any, kind: Kind, registry: Registry | None) -> None:

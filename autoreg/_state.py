@@ -44,7 +44,7 @@ the ``__dict__`` from that time only once dynamo has traced an assignment to an 
 runs: a copy that bypassed autoreg's hooks during that call (a class's own ``__copy__``, or a
 ``__setstate__`` that updates ``__dict__``) holds the original's mark, or a copy of it, and is not
 being built. ``PENDING`` is present while tensors assigned before ``nn.Module.__init__`` wait to be
-registered (``_construction._SuperInit`` registers them as soon as nn.Module.__init__ has made its
+registered (``_execute._SuperInit`` registers them as soon as nn.Module.__init__ has made its
 registries); copies and pickles never hold either (``__setstate__`` drops them), and hold
 ``PICKLED`` instead: an instance unpickled without it, and without any of autoreg's keys, was
 pickled before its class used autoreg.
