@@ -931,18 +931,21 @@ def test_a_name_first_carried_in_a_compiled_forward_compiles_as_the_twin_after_l
     """The same, in a fresh process that imported lightning before anything else (the case
     compiled twice, declared ``autoreg.Carried`` or not)."""
     pytest.importorskip("lightning")
-    root = Path(__file__).resolve().parents[2]
+    assert _in_a_fresh_process(_FRESH_PROCESS) == [[1, 1]] * len(_NEW_NAME_CASES)
+
+
+def _in_a_fresh_process(script: str) -> Any:
+    """What ``script`` prints last, as JSON, run by a fresh interpreter from the repository root."""
     result = subprocess.run(
-        [sys.executable, "-c", _FRESH_PROCESS],
-        cwd=root,
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
-    assert counts == [[1, 1]] * len(_NEW_NAME_CASES)
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 class _MovesState(nn.Module):
@@ -2390,17 +2393,7 @@ def test_the_first_assignment_dynamo_traces_in_a_process_reads_constructions_as_
     assignment to an autoreg module (constructions pay nothing for compiled code that never
     runs); the first such assignment, in a construction, and every one after, read it as eager
     code does: buffers there, carried on a built module."""
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run(
-        [sys.executable, "-c", _FIRST_TRACE],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [
+    assert _in_a_fresh_process(_FIRST_TRACE) == [
         "NoneType",
         "_SuperInit",
         "non-persistent buffer",
